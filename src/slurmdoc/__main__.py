@@ -1,0 +1,3 @@
+from slurmdoc.cli import main
+
+main()

@@ -1,0 +1,159 @@
+"""The command line: parse arguments, call the library, pick a renderer, map errors to exit codes.
+
+stdout carries the report only; progress, warnings and errors go to stderr.
+Exit codes (diagnose): 0 no failure, 1 failure found, 2 usage error or unreadable input,
+3 invalid rule pack.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from typing import List, Optional
+
+import typer
+
+from slurmdoc import __version__
+from slurmdoc.errors import SlurmdocError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Find the first real failure in a multi-node distributed training log.",
+)
+
+PROGRESS_MIN_BYTES = 64 << 20
+
+
+class Fmt(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(f"slurmdoc: {msg}\n")
+    sys.stderr.flush()
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"slurmdoc {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    pass
+
+
+@app.command()
+def diagnose(
+    paths: List[str] = typer.Argument(..., help="Log files, directories, globs, or - for stdin (.gz read transparently)."),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="text (terminal), json (the contract), markdown (for a ticket)."),
+    rules: List[str] = typer.Option([], "--rules", "-r", help="Extra rule directory (repeatable); same id overrides a bundled rule."),
+    skew: float = typer.Option(1.0, "--skew", min=0.0, help="Clock skew (seconds) tolerated between nodes when ordering failures."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr (default: on for large inputs on a terminal)."),
+) -> None:
+    """Name the root-cause failure of a job log, its rank and node, the symptoms it caused, and a fix."""
+    from slurmdoc.api import diagnose as run
+
+    try:
+        total = _total_size(paths)
+        show = progress if progress is not None else (sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES)
+        if show and total:
+            result = _with_progress(lambda cb: run(paths, rule_dirs=rules, skew=skew, on_bytes=cb), total)
+        else:
+            result = run(paths, rule_dirs=rules, skew=skew)
+    except SlurmdocError as e:
+        _err(f"error: {e.one_line()}")
+        raise typer.Exit(e.exit_code)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        raise typer.Exit(130)
+    for w in result.warnings:
+        _err(f"warning: {w}")
+    _emit(result, fmt)
+    raise typer.Exit(1 if result.status == "failed" else 0)
+
+
+def _total_size(paths: List[str]) -> int:
+    total = 0
+    for p in paths:
+        try:
+            if os.path.isfile(p):
+                total += os.path.getsize(p)
+        except OSError:
+            pass
+    return total
+
+
+def _with_progress(fn, total: int):
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as prog:
+        task = prog.add_task("reading", total=total)
+        return fn(lambda n: prog.advance(task, n))
+
+
+def _emit(result, fmt: Fmt) -> None:
+    if fmt == Fmt.json:
+        from slurmdoc.report.json_format import render
+
+        sys.stdout.write(render(result))
+    elif fmt == Fmt.markdown:
+        from slurmdoc.report.markdown import render as render_md
+
+        sys.stdout.write(render_md(result))
+    else:
+        from rich.console import Console
+
+        from slurmdoc.report.terminal import render as render_term
+
+        tty = sys.stdout.isatty()
+        console = Console(
+            file=sys.stdout,
+            no_color=bool(os.environ.get("NO_COLOR")) or not tty,
+            width=None if tty else 120,
+            highlight=False,
+            soft_wrap=not tty,
+        )
+        render_term(result, console)
+    sys.stdout.flush()
+
+
+def main() -> None:
+    """Console-script entry point: no Python traceback ever reaches the user."""
+    try:
+        app()
+    except SystemExit:
+        raise
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        sys.exit(0)
+    except Exception as e:  # a bug in slurmdoc: one line, and a way to see more
+        if os.environ.get("SLURMDOC_DEBUG"):
+            raise
+        _err(f"internal error: {type(e).__name__}: {e} (set SLURMDOC_DEBUG=1 for the traceback)")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""From classified events to one diagnosis: layout, causal ordering, remediation."""

@@ -1,0 +1,458 @@
+"""Collect findings while the input streams by, then name the root cause.
+
+Memory: findings are merged per stream (a multi-line report is one finding), symptoms are
+kept as per-rule aggregates (rank set, count, first occurrence) and causes are capped, so
+the state grows with the number of ranks and distinct failures, not with the log's size.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Optional
+
+from slurmdoc.diagnosis.ranks import describe, parse_tasks, ranges
+from slurmdoc.engine.loader import Rule
+from slurmdoc.engine.matcher import Match
+from slurmdoc.models import (
+    Diagnosis,
+    Event,
+    LauncherVerdict,
+    RankRef,
+    Remediation,
+    RootCause,
+    SourceInfo,
+    Symptom,
+)
+
+MAX_CAUSES = 20_000
+FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
+MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
+EXIT_SIGNALS = {-9: "SIGKILL", -15: "SIGTERM", -6: "SIGABRT", -11: "SIGSEGV", -7: "SIGBUS"}
+
+
+@dataclass(eq=False)
+class Finding:
+    rule: Rule
+    event: Event
+    captures: dict[str, str]
+    line_index: int
+    refs: list[RankRef]  # who it is about; several for srun task lists
+    node: Optional[str]
+    merged: int = 1
+
+    @property
+    def ts(self) -> Optional[datetime]:
+        return self.event.ts
+
+    @property
+    def seq(self) -> int:
+        return self.event.seq
+
+    def message(self) -> str:
+        ev = self.event
+        idx = self.line_index
+        if ev.kind == "traceback" and idx not in ev.exception_idx and ev.exception_idx:
+            idx = ev.exception_idx[-1]
+        return ev.lines[idx].strip()[:1000]
+
+    def lineno(self) -> int:
+        ev = self.event
+        idx = self.line_index
+        if ev.kind == "traceback" and idx not in ev.exception_idx and ev.exception_idx:
+            idx = ev.exception_idx[-1]
+        return ev.linenos[min(idx, len(ev.linenos) - 1)]
+
+    def frame(self) -> Optional[str]:
+        """file:line of the innermost Python frame before the reported exception line."""
+        ev = self.event
+        if ev.kind != "traceback":
+            return None
+        stop = self.line_index if self.line_index in ev.exception_idx else (ev.exception_idx[-1] if ev.exception_idx else len(ev.lines))
+        for text in reversed(ev.lines[:stop]):
+            m = FRAME.match(text)
+            if m:
+                return f"{m.group(1)}:{m.group(2)}"
+        return None
+
+
+@dataclass
+class _Group:
+    first: Finding
+    count: int = 0
+    refs: dict = field(default_factory=dict)
+    nodes: set = field(default_factory=set)
+
+
+class Analyzer:
+    def __init__(self, sources: list[SourceInfo], skew: float = 1.0) -> None:
+        self.sources = sources
+        self.skew = timedelta(seconds=skew)
+        self.seen: dict[tuple, RankRef] = {}  # stream -> who (for ranks_seen and layout)
+        self.causes: list[Finding] = []
+        self.causes_dropped = 0
+        self.symptoms: dict[str, _Group] = {}
+        self.contexts: list[Finding] = []
+        self.categories: dict[str, Finding] = {}  # first finding of each category
+        self.known_ranks: set[int] = set()  # ranks the text shows exist (launcher summaries)
+        self.exits: list[Finding] = []  # unexplained-exit symptoms (category unknown), capped
+        self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
+
+    # ---- streaming -------------------------------------------------------------
+    def note_stream(self, stream: tuple, who: RankRef) -> None:
+        if stream not in self.seen:
+            self.seen[stream] = who
+
+    def add(self, event: Event, match: Match) -> None:
+        rule = match.rule
+        stream = event.first.stream
+        prev = self._last.get(stream)
+        if prev is not None and prev.rule is rule and event.kind == "line" and prev.event.kind == "line":
+            prev.merged += 1  # one multi-line report (e.g. NCCL watchdog + its C++ trace)
+            return
+        f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
+        self._last[stream] = f
+        if match.known_ranks and len(self.known_ranks) < 1_000_000:
+            self.known_ranks.update(match.known_ranks)
+        self.categories.setdefault(rule.category, f)
+        role = rule.role
+        if role == "cause":
+            if len(self.causes) < MAX_CAUSES:
+                self.causes.append(f)
+            else:
+                self.causes_dropped += 1
+        elif role == "symptom":
+            g = self.symptoms.get(rule.id)
+            if g is None:
+                g = self.symptoms[rule.id] = _Group(f)
+            g.count += 1
+            for r in f.refs:
+                g.refs.setdefault(r.key(), r)
+            if f.node:
+                g.nodes.add(f.node)
+            if rule.category == "unknown" and len(self.exits) < 1000:
+                self.exits.append(f)
+        else:
+            if len(self.contexts) < 1000:
+                self.contexts.append(f)
+
+    def _refs(self, event: Event, match: Match) -> list[RankRef]:
+        who = event.first.who
+        caps = match.captures
+        src = event.first.source
+        if "tasks" in caps:
+            return [RankRef(src, rank=t) for t in parse_tasks(caps["tasks"])[:100_000]]
+        if "rank" in caps and caps["rank"].lstrip("-").isdigit():
+            return [RankRef(src, rank=int(caps["rank"]))]
+        if "local_rank" in caps and caps["local_rank"].isdigit():
+            return [RankRef(src, label=who.label, local=int(caps["local_rank"]), node_index=who.node_index)]
+        if match.rule.spec.attribution == "text" or event.first.origin in ("launcher", "scheduler"):
+            return []
+        return [who]
+
+    @staticmethod
+    def _node(event: Event, match: Match) -> Optional[str]:
+        return match.captures.get("node") or event.first.node
+
+    # ---- layout: turning prefixes into global ranks -----------------------------
+    def _layout(self) -> None:
+        refs = list(self.seen.values())
+        self.nested_sources = {r.source for r in refs if r.label is not None and (r.rank is not None or r.local is not None)}
+        locals_ = [r.local for r in refs if r.local is not None]
+        self.ranks_per_node = (max(locals_) + 1) if locals_ else None
+        node_ids = {r.label for r in refs if r.label is not None and r.source in self.nested_sources}
+        node_ids |= {r.node_index for r in refs if r.node_index is not None}
+        self.multi_node = len(node_ids) > 1
+
+    def resolve(self, r: RankRef) -> Optional[int]:
+        if r.rank is not None:
+            return r.rank
+        if r.local is not None:
+            node = r.label if r.label is not None else r.node_index
+            if node is not None and self.ranks_per_node:
+                return node * self.ranks_per_node + r.local
+            if not self.multi_node:
+                return r.local
+            return None
+        if r.label is not None and r.source not in self.nested_sources:
+            return r.label
+        return None
+
+    def _ranks(self, refs) -> list[int]:
+        out = {self.resolve(r) for r in refs}
+        out.discard(None)
+        return sorted(out)  # type: ignore[arg-type]
+
+    # ---- ordering -------------------------------------------------------------
+    def _earliest(self, cands: list[Finding]) -> Finding:
+        timed = [f for f in cands if f.ts is not None]
+        if not timed:
+            return min(cands, key=lambda f: f.seq)
+        first = min(timed, key=lambda f: (f.ts, f.seq))
+        # clock skew: a more specific cause from another stream within the skew window wins
+        rivals = [
+            f
+            for f in timed
+            if f.event.first.stream != first.event.first.stream
+            and f.ts <= first.ts + self.skew  # type: ignore[operator]
+            and f.rule.spec.priority > first.rule.spec.priority
+            and f.rule.category not in first.rule.spec.refine_with  # that one refines `first` instead
+        ]
+        if rivals:
+            return min(rivals, key=lambda f: (-f.rule.spec.priority, f.ts, f.seq))
+        return first
+
+    # ---- the result -----------------------------------------------------------
+    def finish(self, lines_read: int, inputs: tuple[str, ...], warnings: list[str]) -> Diagnosis:
+        self._layout()
+        all_ranks = sorted(set(self._ranks(self.seen.values())) | self.known_ranks)
+        total = len(all_ranks)
+        rank_host: dict[int, str] = {}
+        for f in self.causes + self.contexts + [g.first for g in self.symptoms.values()]:
+            host = f.captures.get("node")
+            if host:
+                for r in self._ranks(f.refs):
+                    rank_host.setdefault(r, host)
+
+        root: Optional[Finding] = None
+        promoted = False
+        stragglers: list[int] = []
+        if self.causes:
+            root = self._earliest(self.causes)
+        elif self.symptoms:
+            root, stragglers = self._promote(all_ranks)
+            promoted = True
+
+        root_model: Optional[RootCause] = None
+        root_group_key = None
+        if root is not None:
+            root_model, root_group_key = self._root_model(root, promoted, total, all_ranks, rank_host, stragglers)
+
+        symptoms = self._symptoms(root, root_group_key, rank_host)
+        verdicts = self._verdicts(root_model)
+        if self.causes_dropped:
+            warnings.append(f"{self.causes_dropped} further cause findings were counted but not kept")
+        verdict = self._verdict_line(root_model, symptoms, total)
+        return Diagnosis(
+            status="failed" if root_model is not None else "no_failure",
+            root_cause=root_model,
+            symptoms=tuple(symptoms),
+            ranks_seen=total,
+            verdict=verdict,
+            inputs=inputs,
+            lines_read=lines_read,
+            warnings=tuple(warnings),
+            launcher_verdicts=tuple(verdicts),
+        )
+
+    def _promote(self, all_ranks: list[int]) -> tuple[Finding, list[int]]:
+        """No cause-role finding: pick the most telling symptom.
+
+        1. A rank that exited with an error and left nothing else in this log (its output
+           went elsewhere, or was filtered) is the likeliest origin of everyone else's echoes.
+        2. Otherwise the earliest symptom that may stand alone (a collective timeout); for
+           rules that say so, the few ranks that never reported it are named as stragglers.
+        3. Otherwise the earliest symptom of any kind.
+        """
+        echoed: set[int] = set()
+        for g in self.symptoms.values():
+            if g.first.rule.category != "unknown":
+                echoed.update(self._ranks(g.refs.values()))
+        silent = [f for f in self.exits if (rs := self._ranks(f.refs)) and not set(rs) & echoed]
+        if silent:
+            return self._earliest(silent), []
+        alone = [g for g in self.symptoms.values() if g.first.rule.spec.root_if_alone and g.first.rule.category != "unknown"]
+        if alone:
+            root = self._earliest([g.first for g in alone])
+            g = next(x for x in alone if x.first is root)
+            stragglers: list[int] = []
+            if root.rule.spec.missing_rank_is_root:
+                reporters = set(self._ranks(g.refs.values()))
+                missing = [r for r in all_ranks if r not in reporters]
+                if reporters and 0 < len(missing) <= max(1, len(all_ranks) // 8):
+                    stragglers = missing
+            return root, stragglers
+        return self._earliest([g.first for g in self.symptoms.values()]), []
+
+    def _group_key(self, f: Finding) -> tuple:
+        return (f.rule.id, MASK.sub("#", f.message()))
+
+    def _root_model(self, root: Finding, promoted: bool, total: int, all_ranks: list[int], rank_host: dict[int, str], stragglers: list[int]):
+        key = self._group_key(root)
+        group = [f for f in self.causes if self._group_key(f) == key] if not promoted else [root]
+        ranks = self._ranks(r for f in group for r in f.refs)
+        own = self._ranks(root.refs)
+        rank = own[0] if own else None
+        evidence: list[str] = []
+        if stragglers:
+            reporters = self._ranks(self.symptoms[root.rule.id].refs.values())
+            evidence.append(
+                f"{describe(reporters)} reported the timeout; {describe(stragglers)} never did: "
+                f"the likely straggler that stopped before the collective"
+            )
+            ranks = stragglers
+            rank = stragglers[0]
+        node = root.node or (rank_host.get(rank) if rank is not None else None)
+        rule = root.rule
+        caps = dict(root.captures)
+        # refine: a bare SIGKILL next to OOM-killer evidence is a host OOM, and so on
+        for cat in rule.spec.refine_with:
+            other = self.categories.get(cat)
+            if other is not None and other is not root:
+                evidence.append(f"{self._src(other)}: {other.message()}")
+                for k, v in other.captures.items():
+                    caps.setdefault(k, v)
+                rule = other.rule
+                break
+        frame = root.frame()
+        if frame:
+            caps.setdefault("frame", frame)
+        rem = self._remediation(rule, caps, rank=rank, ranks=ranks, node=node, source=self._src(root), message=root.message(), count=len(group))
+        processes = len(group)
+        if not ranks and processes > 1 and processes == total:
+            ranks = list(all_ranks)  # as many identical failures as the job has ranks: all of them
+        ev = root.event
+        tb = tuple(ev.lines) if ev.kind == "traceback" else tuple(ev.lines)
+        model = RootCause(
+            category=rule.category,
+            rule_id=rule.id,
+            rank=rank,
+            node=node,
+            source=self._src(root),
+            message=root.message(),
+            traceback=tb,
+            timestamp=root.ts.isoformat() if root.ts else None,
+            remediation=rem.as_text(),
+            title=rule.spec.title,
+            ranks=tuple(ranks),
+            all_ranks=total > 1 and len(ranks) == total,
+            remediation_parts=rem,
+            captures={k: v for k, v in sorted(caps.items())},
+            evidence=tuple(evidence),
+            promoted=promoted,
+            frame=frame,
+            processes=processes,
+            stragglers=tuple(stragglers),
+        )
+        return model, key
+
+    def _src(self, f: Finding) -> str:
+        return f"{self.sources[f.event.first.source].path}:{f.lineno()}"
+
+    @staticmethod
+    def _remediation(rule: Rule, caps: dict[str, str], **builtins) -> Remediation:
+        values = {k: v for k, v in builtins.items() if v is not None and v != []}
+        if "ranks" in values:
+            values["ranks"] = ranges(values["ranks"])
+        values.update({k: v for k, v in caps.items() if v is not None})
+
+        def fill(text: str, drop_if_missing: bool) -> Optional[str]:
+            out = []
+            for lit, name, spec, conv in string.Formatter().parse(text):
+                out.append(lit)
+                if name is None:
+                    continue
+                if name in values:
+                    out.append(str(values[name]))
+                elif drop_if_missing:
+                    return None
+                else:
+                    out.append("?")
+            return "".join(out).strip()
+
+        spec = rule.spec.remediation
+        fixes = [t for t in (fill(x, True) for x in spec.fix) if t]
+        return Remediation(summary=fill(spec.summary, False) or "", why=fill(spec.why, False) if spec.why else None, fix=tuple(fixes))
+
+    def _symptoms(self, root: Optional[Finding], root_key, rank_host) -> list[Symptom]:
+        out: list[Symptom] = []
+        # other causes that are not the root: they happened, but after it
+        by_rule: dict[str, _Group] = {}
+        for f in self.causes:
+            if f is root or (root_key is not None and self._group_key(f) == root_key):
+                continue
+            g = by_rule.get(f.rule.id)
+            if g is None:
+                g = by_rule[f.rule.id] = _Group(f)
+            g.count += 1
+            for r in f.refs:
+                g.refs.setdefault(r.key(), r)
+            if f.node:
+                g.nodes.add(f.node)
+        groups = list(by_rule.items()) + [
+            (rid, g) for rid, g in self.symptoms.items() if not (root is not None and g.first is root and g.count == 1)
+        ]
+        root_ranks = set(self._ranks(root.refs)) if root is not None else set()
+        for rid, g in groups:
+            ranks = self._ranks(g.refs.values())
+            f = g.first
+            if f.rule.category == "unknown" and ranks and set(ranks) <= root_ranks:
+                continue  # the root rank's own exit status, reported by its launcher
+            out.append(
+                Symptom(
+                    category=f.rule.category,
+                    rule_id=rid,
+                    ranks=tuple(ranks),
+                    count=g.count,
+                    first_source=self._src(f),
+                    title=f.rule.spec.title,
+                    role=f.rule.role,
+                    rank_ranges=ranges(ranks),
+                    nodes=tuple(sorted(g.nodes)[:64]),
+                    message=f.message()[:300],
+                )
+            )
+        out.sort(key=lambda s: (0 if s.role == "cause" else 1, -len(s.ranks), -s.count, s.rule_id))
+        return out
+
+    def _verdicts(self, root: Optional[RootCause]) -> list[LauncherVerdict]:
+        out = []
+        for f in self.contexts:
+            if not f.rule.spec.launcher_verdict:
+                continue
+            ranks = self._ranks(f.refs)
+            rank = ranks[0] if ranks else None
+            code = f.captures.get("exitcode")
+            exitcode = int(code) if code and code.lstrip("-").isdigit() else None
+            agrees: Optional[bool] = None
+            if root is not None and rank is not None and root.rank is not None:
+                agrees = rank == root.rank or rank in root.ranks
+            sig = EXIT_SIGNALS.get(exitcode or 0)
+            what = f"exitcode {exitcode}" + (f" ({sig})" if sig else "") if exitcode is not None else "unknown exit"
+            if agrees is False:
+                note = f"named rank {rank} ({what}) as first failure; that rank was a downstream symptom, the earliest failure is rank {root.rank}"  # type: ignore[union-attr]
+            elif agrees:
+                note = f"named rank {rank} ({what}), in agreement with the log"
+            else:
+                note = f"named rank {rank} ({what})"
+            out.append(LauncherVerdict(source=self._src(f), node=f.node, rank=rank, exitcode=exitcode, agrees=agrees, note=note))
+        return out
+
+    @staticmethod
+    def _verdict_line(root: Optional[RootCause], symptoms: list[Symptom], total: int) -> str:
+        if root is None:
+            return f"No failure found ({total} ranks seen)."
+        if root.stragglers:
+            who = f"{describe(root.stragglers)} (straggler)"
+        elif len(root.ranks) > 1:
+            who = describe(root.ranks, total)
+        elif root.rank is not None:
+            who = f"rank {root.rank}"
+        elif root.processes > 1:
+            who = f"{root.processes} processes alike (ranks not shown in the log)"
+        else:
+            who = "an unknown rank"
+        where = f" on {root.node}" if root.node else ""
+        head = f"{root.category} on {who}{where} at {root.source}"
+        if root.promoted:
+            head = f"No root-cause error found; earliest failure evidence: {head}"
+        sym = [s for s in symptoms if s.role != "context"]
+        if sym:
+            own = set(root.ranks) | ({root.rank} if root.rank is not None else set())
+            affected = {r for s in sym for r in s.ranks} - own
+            parts = ", ".join(f"{s.category} x{s.count}" for s in sym[:4])
+            others = f"{len(affected)} other rank{'s' if len(affected) != 1 else ''}" if affected else "the launcher"
+            head += f"; {others} then failed or showed symptoms ({parts}{', ...' if len(sym) > 4 else ''})"
+        return head + "."

@@ -1,0 +1,1 @@
+"""The rule engine: rule schema, loading and validation, matching, example self-test."""

@@ -1,0 +1,187 @@
+"""Load rule packs: find files, parse YAML safely, validate, compile every pattern once."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import string
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+import regex
+import yaml
+from pydantic import ValidationError
+
+from slurmdoc.engine.schema import BUILTIN_PLACEHOLDERS, RuleSpec
+from slurmdoc.errors import RuleError
+
+MATCH_TIMEOUT = 0.25  # seconds any one pattern may spend on one event
+
+
+@dataclass(eq=False)
+class Rule:
+    id: str
+    spec: RuleSpec
+    file: str
+    pack: str
+    patterns: list = field(default_factory=list)
+    excludes: list = field(default_factory=list)
+    keywords: tuple[str, ...] = ()
+    groups: frozenset[str] = frozenset()
+    known_ranks: Optional[object] = None  # compiled `known_ranks` regex
+
+    @property
+    def category(self) -> str:
+        return self.spec.category
+
+    @property
+    def role(self) -> str:
+        return self.spec.role
+
+
+@dataclass
+class Rulebook:
+    rules: list[Rule]
+
+    def by_id(self, rule_id: str) -> Optional[Rule]:
+        for r in self.rules:
+            if r.id == rule_id:
+                return r
+        return None
+
+
+def bundled_rules_dir() -> Path:
+    """The pack shipped in the wheel (slurmdoc/rulepack), or rules/ of a source checkout."""
+    try:
+        pkg = resources.files("slurmdoc").joinpath("rulepack")
+        if pkg.is_dir():
+            return Path(str(pkg))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        cand = parent / "rules"
+        if (cand / "README.md").is_file() and cand.is_dir():
+            return cand
+    raise RuleError(str(here), None, None, "the bundled rule pack is missing from this installation")
+
+
+def _line_of(text: str, key: str) -> Optional[int]:
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.startswith(f"{key}:"):
+            return i
+    return None
+
+
+def _placeholders(text: str) -> list[str]:
+    names = []
+    for _, name, _, _ in string.Formatter().parse(text):
+        if name is not None:
+            names.append(name)
+    return names
+
+
+def _load_file(path: Path, pack: str) -> Rule:
+    fname = str(path)
+    stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name[: -len(".yml")]
+    try:
+        raw_text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RuleError(fname, stem, None, f"cannot read: {e}")
+    try:
+        data = yaml.safe_load(raw_text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{fname}:{mark.line + 1}" if mark is not None else fname
+        raise RuleError(where, stem, None, f"not valid YAML: {getattr(e, 'problem', None) or e}")
+    if not isinstance(data, dict):
+        raise RuleError(fname, stem, None, "a rule file must hold one mapping (id, title, category, ...)")
+    known = set(RuleSpec.model_fields)
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            line = _line_of(raw_text, str(key))
+            raise RuleError(f"{fname}:{line}" if line else fname, stem, str(key), f"unknown field{hint}")
+    try:
+        spec = RuleSpec.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        line = _line_of(raw_text, str(err["loc"][0])) if err["loc"] else None
+        raise RuleError(f"{fname}:{line}" if line else fname, stem, loc or None, err["msg"])
+    if spec.id is not None and spec.id != stem:
+        raise RuleError(fname, stem, "id", f"id '{spec.id}' differs from the file name '{stem}'")
+    flags = regex.MULTILINE | regex.VERSION0
+    if spec.ignore_case:
+        flags |= regex.IGNORECASE
+    patterns, excludes = [], []
+    groups: set[str] = set()
+    for fld, src_list, out in (("patterns", spec.patterns, patterns), ("exclude", spec.exclude, excludes)):
+        for i, p in enumerate(src_list):
+            try:
+                c = regex.compile(p, flags)
+            except regex.error as e:
+                raise RuleError(fname, stem, f"{fld}[{i}]", f"invalid regex: {e}")
+            out.append(c)
+            if fld == "patterns":
+                groups.update(c.groupindex)
+    allowed = groups | set(BUILTIN_PLACEHOLDERS)
+    rem = spec.remediation
+    for fld, text in [("remediation.summary", rem.summary), ("remediation.why", rem.why or "")] + [
+        (f"remediation.fix[{i}]", t) for i, t in enumerate(rem.fix)
+    ]:
+        try:
+            names = _placeholders(text)
+        except ValueError as e:
+            raise RuleError(fname, stem, fld, f"bad placeholder syntax: {e}")
+        for n in names:
+            if n not in allowed:
+                raise RuleError(fname, stem, fld, f"placeholder '{{{n}}}' names no capture group (groups: {', '.join(sorted(groups)) or 'none'})")
+    for i, ex in enumerate(spec.examples.matches()):
+        for k in ex.captures:
+            if k not in groups:
+                raise RuleError(fname, stem, f"examples.match[{i}].captures", f"'{k}' is not a group of any pattern")
+    known = None
+    if spec.known_ranks is not None:
+        try:
+            known = regex.compile(spec.known_ranks, flags)
+        except regex.error as e:
+            raise RuleError(fname, stem, "known_ranks", f"invalid regex: {e}")
+        if known.groups < 1:
+            raise RuleError(fname, stem, "known_ranks", "needs one capture group: the rank number")
+    keywords = tuple(k.lower() for k in spec.keywords) if spec.ignore_case else tuple(spec.keywords)
+    return Rule(stem, spec, fname, pack, patterns, excludes, keywords, frozenset(groups), known)
+
+
+def _rule_files(directory: Path) -> list[Path]:
+    files = [p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
+    return sorted(files, key=lambda p: str(p.relative_to(directory)))
+
+
+def load_pack(directory: Path, pack: str) -> list[Rule]:
+    if not directory.is_dir():
+        raise RuleError(str(directory), None, None, "rule directory does not exist")
+    rules: dict[str, Rule] = {}
+    for path in _rule_files(directory):
+        rule = _load_file(path, pack)
+        if rule.id in rules:
+            raise RuleError(str(path), rule.id, "id", f"duplicate rule id, also defined in {rules[rule.id].file}")
+        rules[rule.id] = rule
+    return list(rules.values())
+
+
+def load_rulebook(extra_dirs: Optional[list[str]] = None, include_bundled: bool = True) -> Rulebook:
+    """The bundled pack, then each user directory in order; a later rule with the same id wins."""
+    merged: dict[str, Rule] = {}
+    if include_bundled:
+        for r in load_pack(bundled_rules_dir(), "bundled"):
+            merged[r.id] = r
+    for d in extra_dirs or []:
+        for r in load_pack(Path(os.path.expanduser(d)), d):
+            merged[r.id] = r
+    if not merged:
+        raise RuleError(", ".join(extra_dirs or []) or "rules", None, None, "no rules found")
+    return Rulebook(sorted(merged.values(), key=lambda r: r.id))

@@ -1,0 +1,79 @@
+"""Classify events with a rule book: a keyword prefilter, then each candidate's patterns."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from slurmdoc.engine.loader import MATCH_TIMEOUT, Rule, Rulebook
+from slurmdoc.models import Event
+
+
+@dataclass(slots=True)
+class Match:
+    rule: Rule
+    captures: dict[str, str]
+    line_index: int  # which of the event's lines holds the match start
+    known_ranks: tuple[int, ...] = ()  # ranks the text shows exist (rule field known_ranks)
+
+
+class Matcher:
+    def __init__(self, book: Rulebook) -> None:
+        self.book = book
+        self.timeouts: list[str] = []
+        # candidates in the order they are tried: higher priority first, then id
+        self.ordered = sorted(book.rules, key=lambda r: (-r.spec.priority, r.id))
+        cs = sorted({k for r in book.rules if not r.spec.ignore_case for k in r.keywords})
+        ci = sorted({k for r in book.rules if r.spec.ignore_case for k in r.keywords})
+        parts = [re.escape(k) for k in cs] + [f"(?i:{re.escape(k)})" for k in ci]
+        self._prefilter = re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
+        self._line_rules = [r for r in self.ordered if r.spec.scope in ("line", "any")]
+        self._tb_rules = [r for r in self.ordered if r.spec.scope in ("traceback", "any")]
+
+    def interesting(self, text: str) -> bool:
+        return self._prefilter.search(text) is not None
+
+    def classify(self, event: Event) -> Optional[Match]:
+        text = event.text()
+        lowered: Optional[str] = None
+        rules = self._tb_rules if event.kind == "traceback" else self._line_rules
+        for rule in rules:
+            if rule.spec.ignore_case:
+                if lowered is None:
+                    lowered = text.lower()
+                hay = lowered
+            else:
+                hay = text
+            if not any(k in hay for k in rule.keywords):
+                continue
+            m = self.match_rule(rule, text)
+            if m is not None:
+                start, caps = m
+                return Match(rule, caps, text.count("\n", 0, start), self._known(rule, text))
+        return None
+
+    def _known(self, rule: Rule, text: str) -> tuple[int, ...]:
+        if rule.known_ranks is None:
+            return ()
+        try:
+            found = {int(m.group(1)) for m in rule.known_ranks.finditer(text, timeout=MATCH_TIMEOUT) if m.group(1) and m.group(1).isdigit()}  # type: ignore[attr-defined]
+        except TimeoutError:
+            return ()
+        return tuple(sorted(found))
+
+    def match_rule(self, rule: Rule, text: str) -> Optional[tuple[int, dict[str, str]]]:
+        """(offset of the match, captures) if the rule matches the text, else None."""
+        try:
+            for ex in rule.excludes:
+                if ex.search(text, timeout=MATCH_TIMEOUT):
+                    return None
+            for pat in rule.patterns:
+                m = pat.search(text, timeout=MATCH_TIMEOUT)
+                if m:
+                    caps = {k: v for k, v in m.groupdict().items() if v is not None}
+                    return m.start(), caps
+        except TimeoutError:
+            if len(self.timeouts) < 20:
+                self.timeouts.append(f"rule {rule.id}: a pattern ran past {MATCH_TIMEOUT}s on one event and was skipped")
+        return None

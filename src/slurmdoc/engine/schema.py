@@ -1,0 +1,109 @@
+"""The rule file schema (see rules/README.md for the same, field by field)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Stable category ids of the outward contract.
+CATEGORIES = (
+    "cuda_oom",
+    "host_oom",
+    "shape_divisibility",
+    "import_error",
+    "nccl_timeout",
+    "sigterm_cascade",
+    "killed",
+    "cancelled",
+    "time_limit",
+    "preemption",
+    "node_failure",
+    "nccl_error",
+    "cuda_error",
+    "segfault",
+    "rendezvous_error",
+    "io_error",
+    "numerical",
+    "config_error",
+    "python_exception",
+    "unknown",
+)
+
+# Capture-group names with a meaning to the engine (any other name is just a value).
+SPECIAL_GROUPS = {
+    "rank": "the global rank the text names (launcher and scheduler lines)",
+    "local_rank": "a local rank the text names; made global with the node index",
+    "tasks": "an srun task list like 2,4-5,7 (global ranks)",
+    "node": "the host the text names",
+    "exitcode": "a process exit code (negative: killed by that signal)",
+}
+BUILTIN_PLACEHOLDERS = ("rank", "ranks", "node", "source", "message", "count", "frame")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Example(_Strict):
+    text: str
+    captures: dict[str, str] = {}
+
+
+class Examples(_Strict):
+    match: list[Union[str, Example]] = Field(min_length=1)
+    no_match: list[str] = Field(min_length=1)
+    todo_match: list[str] = []
+
+    def matches(self) -> list[Example]:
+        return [e if isinstance(e, Example) else Example(text=e) for e in self.match]
+
+
+class RemediationSpec(_Strict):
+    summary: str = Field(min_length=1)
+    why: Optional[str] = None
+    fix: list[str] = []
+
+
+class RuleSpec(_Strict):
+    id: Optional[str] = None
+    title: str = Field(min_length=1)
+    category: str
+    role: Literal["cause", "symptom", "context"]
+    priority: int = Field(default=50, ge=0, le=100)
+    scope: Literal["line", "traceback", "any"] = "any"
+    attribution: Literal["prefix", "text"] = "prefix"
+    keywords: list[str] = Field(min_length=1)
+    ignore_case: bool = False
+    patterns: list[str] = Field(min_length=1)
+    exclude: list[str] = []
+    root_if_alone: bool = False
+    refine_with: list[str] = []
+    launcher_verdict: bool = False
+    known_ranks: Optional[str] = None
+    missing_rank_is_root: bool = False
+    remediation: RemediationSpec
+    examples: Examples
+    description: Optional[str] = None
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, v: str) -> str:
+        if v not in CATEGORIES:
+            raise ValueError(f"unknown category '{v}' (known: {', '.join(CATEGORIES)})")
+        return v
+
+    @field_validator("refine_with")
+    @classmethod
+    def _known_categories(cls, v: list[str]) -> list[str]:
+        for c in v:
+            if c not in CATEGORIES:
+                raise ValueError(f"unknown category '{c}'")
+        return v
+
+    @field_validator("keywords")
+    @classmethod
+    def _nonempty_keywords(cls, v: list[str]) -> list[str]:
+        if any(not k for k in v):
+            raise ValueError("a keyword is empty")
+        return v

@@ -1,0 +1,1 @@
+"""Reading inputs and splitting them into per-rank streams of lines and events."""

@@ -1,0 +1,206 @@
+"""Split a log line into who printed it (prefix) and what it says (text).
+
+Prefixes handled (outer to inner, any combination):
+  srun --label ``3: `` / `` 7: ``; a host ``node-3: `` or ``10.0.0.3: `` (pdsh, DeepSpeed);
+  accelerate ``[host:5]:``; NeMo-style tags ``i.pretrain/0 ``; a leading timestamp;
+  torchrun ``[rankN]:`` (global) and ``[defaultN]:`` (local); Ray ``(Actor pid=1, ip=...)``;
+  Determined ``[ts] id || ``.
+Ranks inside messages (``[PG 0 Rank 1]``, NCCL's ``[3]`` device index, ``comm ... rank 11``)
+are never taken: only the line's prefix decides.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Optional
+
+from slurmdoc.models import LogLine, RankRef, SourceInfo
+
+SRUN_LABEL = re.compile(r" {0,8}(\d{1,6}):(?: |$)")
+RANK_CHAIN = re.compile(r"((?:\[(?:rank|default)\d{1,7}\]:)+) ?")
+CHAIN_ITEM = re.compile(r"\[(rank|default)(\d{1,7})\]:")
+ACCEL = re.compile(r"\[([A-Za-z0-9][\w.\-]*):(\d{1,5})\]: ?")
+# a host name or IPv4 address used as a line prefix: must end in a digit (node-12, gpu003,
+# 10.0.0.3) so that `RuntimeError: ...` or `c10d: ...` are not taken for hosts
+HOST_NAME = r"(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w\-]*\d(?:\.[\w\-]+)*"
+HOST = re.compile(rf"({HOST_NAME}): (?=\S)")
+HOST_ONLY = re.compile(HOST_NAME)
+RAY = re.compile(r"\((\w[\w.:\-]*) pid=(\d+)(?:, ip=([\d.]+))?\) ")
+DETERMINED = re.compile(r"\[?(\d{4}-\d\d-\d\dT[\d:.]+Z?)\]? ([0-9a-f]{6,12}) \|\| ")
+
+GLOG_TS = re.compile(r"\[?([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
+ISO_TS = re.compile(
+    r"\[?(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?\]?"
+)
+LEADING_TS_BEFORE_RANK = re.compile(r"\[?\d{4}-\d\d-\d\d[T _][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s*$")
+
+_TS_START = frozenset("[0123456789IWEF")
+SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ", "srun: error")
+LAUNCHER_MARKS = (
+    "torch/distributed/elastic/",
+    "torch.distributed.elastic",
+    "torch/distributed/run.py",
+    "torch.distributed.run",
+    "[launch.py:",
+    "deepspeed/launcher/",
+)
+
+
+def _frac(s: Optional[str]) -> int:
+    if not s:
+        return 0
+    return int((s + "000000")[:6])
+
+
+def parse_ts(text: str, year: int) -> Optional[datetime]:
+    """A timestamp at the start of `text` (glog or ISO-like), or None."""
+    if not text or text[0] not in _TS_START:
+        return None
+    m = ISO_TS.match(text)
+    if m:
+        try:
+            dt = datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), _frac(m[7]))
+        except ValueError:
+            return None
+        tz = m[8]
+        if tz and tz != "Z":
+            sign = 1 if tz[0] == "+" else -1
+            hh, mm = int(tz[1:3]), int(tz[-2:])
+            dt -= sign * timedelta(hours=hh, minutes=mm)
+        return dt
+    m = GLOG_TS.match(text)
+    if m:
+        try:
+            return datetime(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), _frac(m[7]))
+        except ValueError:
+            return None
+    return None
+
+
+def is_full_ts(text: str) -> Optional[int]:
+    """The year of an ISO timestamp at the start of text (to date glog lines), else None."""
+    if text and text[0] in "[0123456789":
+        m = ISO_TS.match(text)
+        if m:
+            return int(m[1])
+    return None
+
+
+LOG_RECORD = re.compile(r"\[?[IWEF]\d{4} |\[|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):")
+
+
+def classify_origin(text: str) -> Optional[str]:
+    """'scheduler' for srun/slurmstepd lines, 'launcher' for torchrun/DeepSpeed launcher log
+    records (not for an exception line that merely names a launcher module)."""
+    if text.startswith(SCHEDULER_STARTS):
+        return "scheduler"
+    if text and LOG_RECORD.match(text):
+        head = text[:160]
+        for mark in LAUNCHER_MARKS:
+            if mark in head:
+                return "launcher"
+    return None
+
+
+class PrefixParser:
+    """Stateless per line, except for the year used to date glog timestamps."""
+
+    def __init__(self, year: int) -> None:
+        self.year = year
+
+    def parse(self, src: SourceInfo, lineno: int, raw: str, inherit: Optional[LogLine] = None) -> LogLine:
+        pos = 0
+        label: Optional[int] = None
+        rank: Optional[int] = None
+        local: Optional[int] = None
+        host: Optional[str] = None
+        tag: Optional[str] = None
+        ts: Optional[datetime] = None
+
+        m = SRUN_LABEL.match(raw)
+        if m:
+            label = int(m.group(1))
+            pos = m.end()
+
+        if "[rank" in raw or "[default" in raw:
+            m = RANK_CHAIN.search(raw, pos, pos + 200)
+            if m:
+                pre = raw[pos : m.start()].strip()
+                if pre:
+                    if LEADING_TS_BEFORE_RANK.match(pre):
+                        ts = parse_ts(pre, self.year)
+                    else:
+                        mh = ACCEL.fullmatch(pre.rstrip()) or ACCEL.fullmatch(pre.rstrip() + " ")
+                        if mh:
+                            host = mh.group(1)
+                        elif pre.endswith(":") and HOST_ONLY.fullmatch(pre[:-1]):
+                            host = pre[:-1]
+                        else:
+                            tag = pre
+                for kind, num in CHAIN_ITEM.findall(m.group(1)):
+                    if kind == "rank":
+                        rank = int(num)
+                    else:
+                        local = int(num)
+                pos = m.end()
+
+        if rank is None and local is None:
+            c = raw[pos : pos + 1]
+            if c == "[":
+                m = ACCEL.match(raw, pos)
+                if m and not m.group(1).isdigit():
+                    host, local, pos = m.group(1), int(m.group(2)), m.end()
+                else:
+                    m = DETERMINED.match(raw, pos)
+                    if m:
+                        ts = parse_ts(m.group(1), self.year)
+                        tag = m.group(2)
+                        pos = m.end()
+            elif c == "(":
+                m = RAY.match(raw, pos)
+                if m:
+                    tag = f"{m.group(1)} pid={m.group(2)}"
+                    host = m.group(3) or host
+                    pos = m.end()
+            elif c.isalnum() and label is None:
+                m = HOST.match(raw, pos)
+                if m:
+                    host, pos = m.group(1), m.end()
+            elif c.isdigit():
+                m = DETERMINED.match(raw, pos)
+                if m:
+                    ts = parse_ts(m.group(1), self.year)
+                    tag = m.group(2)
+                    pos = m.end()
+
+        text = raw[pos:]
+        if ts is None:
+            ts = parse_ts(text, self.year)
+
+        if inherit is not None and pos == 0:
+            # a `\r` segment with no prefix of its own belongs to the line it is part of
+            who = inherit.who
+            origin = inherit.origin
+            return LogLine(src.index, lineno, raw, 0, text, origin, who, inherit.node, inherit.tag, ts, inherit.stream)
+
+        origin = classify_origin(text)
+        if origin is not None:
+            # launcher/scheduler lines name ranks in their text; the prefix only gives the node
+            who = RankRef(src.index, label=label, node_index=src.node_index_hint)
+            stream = (src.index, origin, label, host)
+        else:
+            if rank is not None or local is not None or label is not None:
+                origin = "rank"
+            elif src.rank_hint is not None:
+                origin = "rank"
+            else:
+                origin = "unknown"
+            if rank is None and local is None and label is None and src.rank_hint is not None:
+                if src.rank_hint_local:
+                    local = src.rank_hint
+                else:
+                    rank = src.rank_hint
+            who = RankRef(src.index, label=label, rank=rank, local=local, node_index=src.node_index_hint)
+            stream = (src.index, origin, label, rank, local, host, tag)
+        return LogLine(src.index, lineno, raw, pos, text, origin, who, host, tag, ts, stream)  # type: ignore[arg-type]

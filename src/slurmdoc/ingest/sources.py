@@ -1,0 +1,221 @@
+"""Turn the user's paths into readable sources, and read them line by line, streaming.
+
+Files are read in binary with a bounded `readline`, so neither a huge file nor a single
+huge line is ever held in memory whole. gzip is detected by its magic bytes, not its name.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import os
+import re
+import stat
+import sys
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator, Optional
+
+from slurmdoc.errors import InputError
+from slurmdoc.models import SourceInfo
+
+MAX_LINE = 1 << 20  # bytes kept of one line; the rest of an over-long line is skipped
+SNIFF = 8192
+
+# What a directory walk picks up: Slurm's slurm-%j.out, torchrun's --log-dir stderr.log,
+# per-rank/per-node *.log, and any of them gzipped.
+LOG_SUFFIXES = (".out", ".err", ".log", ".txt", ".stdout", ".stderr")
+
+_RANK_IN_PATH = re.compile(r"(?:^|[^a-z0-9])rank[_\-.]?(\d{1,6})(?![0-9])", re.I)
+_TASK_IN_PATH = re.compile(r"(?:^|[^a-z0-9])task[_\-.]?(\d{1,6})(?![0-9])", re.I)
+_NODE_IN_PATH = re.compile(r"(?:^|[^a-z0-9])node[_\-.]?(?:rank[_\-.]?)?(\d{1,5})(?![0-9])", re.I)
+_ATTEMPT_RANK = re.compile(r"attempt_(\d+)[/\\](\d+)[/\\](?:stderr|stdout|error)\.(?:log|json)$")
+
+
+@dataclass
+class Input:
+    info: SourceInfo
+    open: Callable[[], BinaryIO]
+    size: Optional[int]
+
+
+def _is_log_name(name: str) -> bool:
+    low = name.lower()
+    if low.endswith(".gz"):
+        low = low[:-3]
+    return low.endswith(LOG_SUFFIXES)
+
+
+def path_hints(path: str) -> dict:
+    """Rank / node / attempt facts that a per-rank or per-node file name states."""
+    hints: dict = {}
+    norm = path.replace("\\", "/")
+    m = _ATTEMPT_RANK.search(norm)
+    if m:
+        hints["attempt"] = int(m.group(1))
+        hints["rank_hint"] = int(m.group(2))
+        hints["rank_hint_local"] = True  # torchrun --log-dir numbers local ranks
+        return hints
+    base = os.path.basename(norm)
+    for rx in (_RANK_IN_PATH, _TASK_IN_PATH):
+        m = rx.search(base)
+        if m:
+            hints["rank_hint"] = int(m.group(1))
+            return hints
+    m = _NODE_IN_PATH.search(base)
+    if m:
+        hints["node_index_hint"] = int(m.group(1))
+    return hints
+
+
+def _walk(directory: str, warnings: list[str]) -> list[str]:
+    found: list[str] = []
+    seen_dirs: set[tuple[int, int]] = set()
+    for root, dirs, files in os.walk(directory, followlinks=True, onerror=lambda e: warnings.append(f"cannot list {e.filename}: {e.strerror}")):
+        try:
+            st = os.stat(root)
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            continue
+        if key in seen_dirs:  # symlink loop
+            dirs[:] = []
+            continue
+        seen_dirs.add(key)
+        dirs.sort()
+        for name in sorted(files):
+            if _is_log_name(name):
+                found.append(os.path.join(root, name))
+    return found
+
+
+def expand(paths: list[str], warnings: list[str]) -> list[str]:
+    """Paths, directories and globs to a sorted, de-duplicated list of files ('-' kept)."""
+    out: list[str] = []
+    for p in paths:
+        if p == "-":
+            out.append("-")
+            continue
+        if os.path.isdir(p):
+            files = _walk(p, warnings)
+            if not files:
+                raise InputError(f"{p}: directory holds no log files", f"looked for {', '.join('*' + s for s in LOG_SUFFIXES)} and .gz of them")
+            out.extend(files)
+        elif os.path.lexists(p):
+            out.append(p)
+        elif any(c in p for c in "*?["):
+            matches = sorted(m for m in glob.glob(p, recursive=True) if os.path.isfile(m) or os.path.isdir(m))
+            if not matches:
+                raise InputError(f"{p}: no file matches this pattern")
+            for m in matches:
+                out.extend(_walk(m, warnings) if os.path.isdir(m) else [m])
+        else:
+            raise InputError(f"{p}: no such file or directory")
+    seen: set[str] = set()
+    unique = []
+    for p in out:
+        key = p if p == "-" else os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique
+
+
+def _open_file(path: str) -> BinaryIO:
+    f = open(path, "rb")
+    head = f.peek(2)[:2] if hasattr(f, "peek") else b""
+    if head == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    return f
+
+
+def _open_stdin() -> BinaryIO:
+    raw = sys.stdin.buffer
+    buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
+    if buffered.peek(2)[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
+    return buffered  # type: ignore[return-value]
+
+
+def make_inputs(paths: list[str], warnings: list[str]) -> list[Input]:
+    files = expand(paths, warnings)
+    inputs: list[Input] = []
+    for i, p in enumerate(files):
+        if p == "-":
+            inputs.append(Input(SourceInfo(index=i, path="<stdin>"), _open_stdin, None))
+            continue
+        hints = path_hints(p)
+        size: Optional[int] = None
+        try:
+            st = os.stat(p)
+            size = st.st_size if stat.S_ISREG(st.st_mode) else None
+        except OSError:
+            pass
+        inputs.append(Input(SourceInfo(index=i, path=p, **hints), (lambda p=p: _open_file(p)), size))
+    return inputs
+
+
+def looks_binary(head: bytes) -> bool:
+    """True for data that is not a text log: NULs or mostly non-text bytes early on."""
+    if not head:
+        return False
+    if head.count(b"\x00") > len(head) // 100 + 1:
+        return True
+    text_bytes = sum(1 for b in head if b >= 0x20 or b in (9, 10, 12, 13, 27, 8))
+    return text_bytes < 0.85 * len(head)
+
+
+def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None) -> Iterator[tuple[int, str]]:
+    """Yield (line number, decoded line without its newline). Damage becomes warnings."""
+    name = inp.info.path
+    try:
+        f = inp.open()
+    except OSError as e:
+        warnings.append(f"{name}: skipped, cannot open: {e.strerror or e}")
+        return
+    try:
+        lineno = 0
+        first = True
+        while True:
+            try:
+                chunk = f.readline(MAX_LINE)
+            except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+                what = "truncated gzip" if isinstance(e, EOFError) else f"read error ({e})"
+                if lineno == 0:
+                    warnings.append(f"{name}: skipped, {what}")
+                else:
+                    warnings.append(f"{name}: {what} after line {lineno}; diagnosed the lines before it")
+                return
+            if not chunk:
+                return
+            if first:
+                first = False
+                if looks_binary(chunk[:SNIFF]):
+                    warnings.append(f"{name}: skipped, binary data, not a text log")
+                    return
+            if on_bytes is not None:
+                on_bytes(len(chunk))
+            if len(chunk) == MAX_LINE and not chunk.endswith(b"\n"):
+                skipped = 0
+                while True:
+                    rest = f.readline(MAX_LINE)
+                    skipped += len(rest)
+                    if on_bytes is not None:
+                        on_bytes(len(rest))
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                lineno += 1
+                warnings.append(f"{name}:{lineno}: line longer than {MAX_LINE} bytes; kept its first {MAX_LINE} bytes, skipped {skipped}")
+                yield lineno, chunk.decode("utf-8", "replace")
+                continue
+            lineno += 1
+            if chunk.endswith(b"\n"):
+                chunk = chunk[:-1]
+            if chunk.endswith(b"\r"):
+                chunk = chunk[:-1]
+            yield lineno, chunk.decode("utf-8", "replace")
+    finally:
+        try:
+            f.close()
+        except Exception:  # closing a damaged gzip can raise again; nothing to do
+            pass

@@ -1,0 +1,165 @@
+"""Typed values that cross module boundaries.
+
+The hot path (one object per log line) uses slotted classes; what leaves the library
+(the diagnosis) is a frozen pydantic model that serialises exactly to the JSON contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+Origin = Literal["rank", "launcher", "scheduler", "unknown"]
+Role = Literal["cause", "symptom", "context"]
+
+
+@dataclass(slots=True)
+class SourceInfo:
+    """One input stream: a file, a member of a directory, or stdin."""
+
+    index: int
+    path: str  # as shown to the user in `source` fields
+    rank_hint: Optional[int] = None  # per-rank file: rank from the path
+    rank_hint_local: bool = False  # the path names a local rank (torchrun --log-dir)
+    node_index_hint: Optional[int] = None  # per-node file: node index from the path
+    attempt: Optional[int] = None  # torchrun attempt_K
+
+
+@dataclass(slots=True)
+class RankRef:
+    """Who printed a line, before the job's layout is known.
+
+    `label` is an outer srun --label task id; `rank` a global rank; `local` a local rank
+    (torchrun [defaultN]:, per-rank files of one node). Resolved to a global rank once the
+    whole input has been read (see diagnosis.layout).
+    """
+
+    source: int
+    label: Optional[int] = None
+    rank: Optional[int] = None
+    local: Optional[int] = None
+    node_index: Optional[int] = None
+
+    def key(self) -> tuple:
+        return (self.source, self.label, self.rank, self.local, self.node_index)
+
+
+@dataclass(slots=True)
+class LogLine:
+    """One physical line (or one `\\r` segment of it) after prefix splitting.
+
+    Invariant: raw[offset:] == text. The prefix (raw[:offset]) is what was stripped.
+    """
+
+    source: int
+    lineno: int
+    raw: str
+    offset: int
+    text: str
+    origin: Origin
+    who: RankRef
+    node: Optional[str]
+    tag: Optional[str]
+    ts: Optional[datetime]
+    stream: tuple
+
+
+@dataclass(slots=True)
+class Event:
+    """A unit the rules classify: an interesting line, or an assembled traceback."""
+
+    kind: Literal["line", "traceback"]
+    first: LogLine  # gives source, line number, attribution
+    lines: list[str]  # texts (prefix stripped)
+    linenos: list[int]  # line number of each text in its source
+    exception_idx: list[int] = field(default_factory=list)  # indexes of exception lines
+    ts: Optional[datetime] = None
+    seq: int = 0
+    truncated: int = 0  # lines dropped to keep the event bounded
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+# ---- what leaves the library -------------------------------------------------------
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Remediation(_Frozen):
+    summary: str
+    why: Optional[str] = None
+    fix: tuple[str, ...] = ()
+
+    def as_text(self) -> str:
+        parts = [self.summary]
+        if self.why:
+            parts.append(self.why)
+        parts.extend(f"- {step}" for step in self.fix)
+        return "\n".join(parts)
+
+
+class RootCause(_Frozen):
+    category: str
+    rule_id: str
+    rank: Optional[int]
+    node: Optional[str]
+    source: str
+    message: str
+    traceback: tuple[str, ...]
+    timestamp: Optional[str]
+    remediation: str
+    # extensions beyond the contract
+    title: str
+    ranks: tuple[int, ...] = ()
+    all_ranks: bool = False
+    remediation_parts: Remediation
+    captures: dict[str, str] = {}
+    evidence: tuple[str, ...] = ()
+    promoted: bool = False  # a symptom-role finding chosen because no cause was found
+    frame: Optional[str] = None  # file:line of the innermost Python frame
+    processes: int = 1  # how many processes raised this same error
+    stragglers: tuple[int, ...] = ()  # ranks that never reported a collective timeout
+
+
+class Symptom(_Frozen):
+    category: str
+    rule_id: str
+    ranks: tuple[int, ...]
+    count: int
+    first_source: str
+    title: str
+    role: str
+    rank_ranges: str
+    nodes: tuple[str, ...] = ()
+    message: str = ""
+
+
+class LauncherVerdict(_Frozen):
+    """A torchrun ChildFailedError summary's "Root Cause" block, checked against the rest."""
+
+    source: str
+    node: Optional[str]
+    rank: Optional[int]
+    exitcode: Optional[int]
+    agrees: Optional[bool]
+    note: str
+
+
+class Diagnosis(_Frozen):
+    schema_version: Literal[1] = 1
+    status: Literal["failed", "no_failure"]
+    root_cause: Optional[RootCause]
+    symptoms: tuple[Symptom, ...]
+    ranks_seen: int
+    # extensions
+    verdict: str
+    inputs: tuple[str, ...] = ()
+    lines_read: int = 0
+    warnings: tuple[str, ...] = ()
+    launcher_verdicts: tuple[LauncherVerdict, ...] = ()

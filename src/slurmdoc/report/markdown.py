@@ -1,0 +1,54 @@
+"""`--format markdown`: a report to paste into a ticket."""
+
+from __future__ import annotations
+
+from slurmdoc.diagnosis.ranks import describe
+from slurmdoc.models import Diagnosis
+
+TB_LINES = 30
+
+
+def _fence(lines: list[str]) -> str:
+    body = "\n".join(lines).replace("```", "ʼʼʼ")
+    return f"```\n{body}\n```"
+
+
+def render(d: Diagnosis) -> str:
+    out = ["# slurmdoc diagnosis", "", f"**Verdict:** {d.verdict}", ""]
+    rc = d.root_cause
+    if rc is not None:
+        who = describe(rc.ranks, d.ranks_seen) if len(rc.ranks) > 1 else (f"rank {rc.rank}" if rc.rank is not None else "unknown rank")
+        out += [
+            f"## Root cause: {rc.title} (`{rc.category}`)",
+            "",
+            f"- **Where:** {who}" + (f" on `{rc.node}`" if rc.node else "") + f", `{rc.source}`" + (f" (raised at `{rc.frame}`)" if rc.frame else ""),
+            f"- **Error:** `{rc.message}`",
+        ]
+        if rc.timestamp:
+            out.append(f"- **Time:** {rc.timestamp}")
+        out.append(f"- **Rule:** `{rc.rule_id}`")
+        for e in rc.evidence:
+            out.append(f"- **Evidence:** `{e}`")
+        tb = list(rc.traceback)
+        if len(tb) > 1:
+            shown = tb if len(tb) <= TB_LINES else tb[:5] + [f"... {len(tb) - TB_LINES} lines ..."] + tb[-(TB_LINES - 5):]
+            out += ["", _fence(shown)]
+        rem = rc.remediation_parts
+        out += ["", "### What to do", "", rem.summary]
+        if rem.why:
+            out += ["", rem.why]
+        if rem.fix:
+            out += [""] + [f"1. {f}" for f in rem.fix]
+    if d.symptoms:
+        out += ["", "## Other failures and symptoms", "", "| category | rule | ranks | count | first seen |", "|---|---|---|---|---|"]
+        for s in d.symptoms:
+            ranks = s.rank_ranges or "-"
+            out.append(f"| `{s.category}` | `{s.rule_id}` | {ranks} | {s.count} | `{s.first_source}` |")
+    if d.launcher_verdicts:
+        out += ["", "## Launcher summaries", ""]
+        for v in d.launcher_verdicts:
+            out.append(f"- `{v.source}` ({v.node or 'unknown host'}): {v.note}")
+    if d.warnings:
+        out += ["", "## Warnings", ""] + [f"- {w}" for w in d.warnings]
+    out += ["", f"_{d.lines_read} lines from {len(d.inputs)} file(s), {d.ranks_seen} ranks seen._", ""]
+    return "\n".join(out)

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurmdoc.engine.loader import load_rulebook
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def book():
+    return load_rulebook()
+
+
+@pytest.fixture
+def write(tmp_path):
+    """write(name, text) -> path of a new file under tmp_path."""
+
+    def _write(name: str, text: str | bytes) -> str:
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            p.write_bytes(text)
+        else:
+            p.write_text(text)
+        return str(p)
+
+    return _write

@@ -1,0 +1,201 @@
+"""End to end through the library: generated multi-rank logs with known truth."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmdoc.api import diagnose
+from slurmdoc.errors import InputError
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 1.23 GiB is free."
+
+
+def watchdog(rank: int, seq: int = 4012) -> list[str]:
+    return [
+        f"[E1121 10:10:{10 + rank % 40:02d}.000000 140 ProcessGroupNCCL.cpp:629] [Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.",
+        f"[E1121 10:10:{10 + rank % 40:02d}.000001 140 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq}, last completed NCCL work: {seq - 1}.",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        f"  what():  [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Process group watchdog thread terminated with exception: [Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE) ran for 600081 milliseconds before timing out.",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f0 in /usr/lib/libc10.so)",
+        "frame #1: <unknown function> + 0x1234 (0x7f1 in /usr/lib/libtorch_cuda.so)",
+    ]
+
+
+def test_512_rank_srun_log_with_one_oom_among_511_watchdog_timeouts(write):
+    lines = []
+    for step in range(1, 4):
+        lines += [f"{r:>3}: iteration {step}/1000 | lm loss 2.3 | elapsed 1.1" for r in range(512)]
+    tb = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/megatron/pretrain_gpt.py", line 388, in <module>',
+        "    pretrain(train_valid_test_datasets_provider, model_provider)",
+        '  File "/workspace/megatron/core/transformer/mlp.py", line 142, in forward',
+        "    intermediate = self.linear_fc1(hidden_states)",
+        OOM,
+    ]
+    # rank 137's traceback interleaved with other ranks' output
+    for i, t in enumerate(tb):
+        lines.append(f"137: {t}")
+        lines.append(f"{i:>3}: iteration 4/1000 | lm loss 2.2")
+    oom_line = len(lines) - 1  # 1-based number of the OOM line
+    for r in range(512):
+        if r != 137:
+            lines += [f"{r:>3}: {w}" for w in watchdog(r)]
+    lines.append("srun: error: gpu-node-17: task 137: Exited with exit code 1")
+    lines.append("srun: error: gpu-node-3: tasks 0-7,24-31: Aborted")
+    p = write("job_1234.log", "\n".join(lines) + "\n")
+    d = diagnose([p])
+    rc = d.root_cause
+    assert d.status == "failed"
+    assert rc.category == "cuda_oom" and rc.rank == 137
+    assert rc.source == f"{p}:{oom_line}"
+    assert rc.frame == "/workspace/megatron/core/transformer/mlp.py:142"
+    assert rc.node == "gpu-node-17"
+    assert rc.traceback[0].startswith("Traceback") and rc.traceback[-1] == OOM
+    assert d.ranks_seen == 512
+    nccl = [s for s in d.symptoms if s.category == "nccl_timeout"]
+    assert len(nccl) == 1
+    assert nccl[0].ranks == tuple(r for r in range(512) if r != 137)
+    assert nccl[0].count == 511  # one multi-line watchdog report per rank
+    assert nccl[0].rank_ranges == "0-136, 138-511"
+
+
+def test_cause_printed_after_its_symptoms_but_earlier_by_timestamp(write):
+    # node 1's files are flushed late: in file order the OOM comes after node 0's timeouts
+    node0 = [f"[rank{r}]:[E1121 10:20:00.{r:06d} 1 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600000 milliseconds before timing out." for r in range(4)]
+    node1 = ["[rank5]:[I1121 10:09:58.000000 1 train.py:1] iteration 9"]
+    node1 += [f"[rank5]: {t}" for t in ["Traceback (most recent call last):", '  File "train.py", line 9, in step', "    y = f(x)", OOM]]
+    node1 += [f"[rank{r}]:[E1121 10:20:00.5{r} 1 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out." for r in (4, 6, 7)]
+    a = write("logs/node0.log", "\n".join(node0) + "\n")
+    b = write("logs/node1.log", "\n".join(node1) + "\n")
+    d = diagnose([a, b])
+    assert d.root_cause.category == "cuda_oom"
+    assert d.root_cause.rank == 5
+    assert d.root_cause.source == f"{b}:5"
+    assert d.root_cause.timestamp.startswith("2")  # inherited from rank 5's own last line
+    # symptoms only: the earliest timeout is the root when nothing crashed
+    d2 = diagnose([a])
+    assert d2.root_cause.category == "nccl_timeout" and d2.root_cause.promoted
+
+
+def test_every_rank_failing_identically_is_said_so(write):
+    lines = []
+    for r in range(16):
+        lines += [
+            f"[rank{r}]: Traceback (most recent call last):",
+            f'[rank{r}]:   File "/workspace/megatron/training/arguments.py", line 301, in validate_args',
+            f"[rank{r}]:     check(args)",
+            f"[rank{r}]: AssertionError: num_attention_heads (28) must be divisible by tensor_model_parallel_size (8)",
+        ]
+    d = diagnose([write("job.log", "\n".join(lines))])
+    rc = d.root_cause
+    assert rc.category == "shape_divisibility"
+    assert rc.all_ranks and rc.ranks == tuple(range(16))
+    assert "all 16 ranks" in d.verdict
+    assert not [s for s in d.symptoms if s.rule_id == rc.rule_id]
+
+
+def test_sigkill_with_oom_killer_evidence_is_host_oom(write):
+    text = "\n".join(
+        [
+            "E1121 10:00:00.1 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 3 (pid: 4411) of binary: /usr/bin/python",
+            "W1121 10:00:00.2 140 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 4410 closing signal SIGTERM",
+            "slurmstepd: error: Detected 1 oom_kill event in StepId=5512.0. Some of the step tasks have been OOM Killed.",
+        ]
+    )
+    d = diagnose([write("job.log", text)])
+    assert d.root_cause.category == "host_oom"
+    assert d.root_cause.rank == 3
+    assert d.root_cause.source.endswith("job.log:1")
+    assert any("oom_kill" in e for e in d.root_cause.evidence)
+    bare = diagnose([write("bare.log", text.rsplit("\n", 1)[0])])
+    assert bare.root_cause.category == "killed" and bare.root_cause.rank == 3
+
+
+def test_srun_torchrun_nested_local_ranks_become_global(write):
+    # srun --label over one torchrun per node, 4 local ranks each: label = node index
+    lines = [f"{n}: [default{l}]:step 1" for n in range(2) for l in range(4)]
+    lines += [
+        "1: [default2]:Traceback (most recent call last):",
+        '1: [default2]:  File "train.py", line 3, in <module>',
+        "1: [default2]:ModuleNotFoundError: No module named 'megatron.core.tensor_parallel'",
+        "1: E1121 10:00:00.1 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 4411) of binary: python",
+    ]
+    d = diagnose([write("job.log", "\n".join(lines))])
+    assert d.root_cause.category == "import_error"
+    assert d.root_cause.rank == 6  # node 1 x 4 + local 2
+    assert d.ranks_seen == 8
+    assert d.root_cause.captures["module"] == "megatron.core.tensor_parallel"
+
+
+def test_torchrun_summary_naming_a_symptom_is_flagged(write):
+    lines = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "train.py", line 3, in <module>',
+        "[rank1]: ValueError: bad batch at step 3",
+        "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242",
+        "Traceback (most recent call last):",
+        '  File "/usr/bin/torchrun", line 8, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2025-03-01_12:05:02",
+        "  host      : node-3",
+        "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : -15 (pid: 1234)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 15 (SIGTERM) received by PID 1234",
+        "============================================================",
+    ]
+    d = diagnose([write("job.log", "\n".join(lines))])
+    assert d.root_cause.category == "python_exception" and d.root_cause.rank == 1
+    (v,) = d.launcher_verdicts
+    assert v.rank == 0 and v.exitcode == -15 and v.agrees is False
+    assert "downstream symptom" in v.note
+    assert not any(s.category == "python_exception" for s in d.symptoms)  # the launcher's own traceback is not a failure
+
+
+def test_clean_log_is_no_failure(write):
+    d = diagnose([write("ok.log", "\n".join(f"[rank{r}]: iteration 10 loss 1.0" for r in range(8)))])
+    assert d.status == "no_failure" and d.root_cause is None and d.ranks_seen == 8
+
+
+def test_only_a_nonzero_exit_is_reported_as_unknown(write):
+    d = diagnose([write("job.log", "training...\nsrun: error: node-1: task 3: Exited with exit code 2\n")])
+    assert d.status == "failed"
+    assert d.root_cause.category == "unknown" and d.root_cause.rank == 3 and d.root_cause.node == "node-1"
+
+
+def test_time_limit(write):
+    d = diagnose([write("job.log", "[rank0]: iteration 5\nslurmstepd: error: *** JOB 1234 ON node-3 CANCELLED AT 2025-03-02T00:00:12 DUE TO TIME LIMIT ***\n")])
+    assert d.root_cause.category == "time_limit"
+    assert d.root_cause.captures["job"] == "1234"
+
+
+def test_per_rank_files_of_a_torchrun_log_dir(write):
+    for r in range(4):
+        body = "iteration 1\n"
+        if r == 2:
+            body += 'Traceback (most recent call last):\n  File "t.py", line 1, in <module>\nKeyError: \'input_ids\'\n'
+        write(f"run/attempt_0/{r}/stderr.log", body)
+    import os
+
+    d = diagnose([os.path.join(os.path.dirname(write("run/x.txt", "")), "")])
+    assert d.root_cause.rank == 2 and d.root_cause.category == "python_exception"
+    assert d.ranks_seen == 4
+
+
+def test_empty_input_is_an_input_error(write):
+    with pytest.raises(InputError, match="empty"):
+        diagnose([write("e.log", "")])
+
+
+def test_result_does_not_depend_on_argument_order(write):
+    a = write("a/node0.log", "[rank0]: 2025-01-01 00:00:02,000 x\n[rank0]: ValueError: not a traceback\n")
+    b = write("b/node1.log", "[rank1]: 2025-01-01 00:00:01,000 x\n[rank1]: Traceback (most recent call last):\n[rank1]:   File \"t.py\", line 1, in <module>\n[rank1]: KeyError: 'k'\n")
+    d1 = diagnose([a, b])
+    d2 = diagnose([b, a])
+    assert d1.root_cause.rank == d2.root_cause.rank == 1

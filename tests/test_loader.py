@@ -1,0 +1,101 @@
+"""Rule pack loading and validation: errors name file, line, rule and field."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from slurmdoc.engine.loader import bundled_rules_dir, load_pack, load_rulebook
+from slurmdoc.errors import RuleError
+
+GOOD = textwrap.dedent(
+    """\
+    title: Disk full
+    category: io_error
+    role: cause
+    keywords: ["No space left"]
+    patterns: ['OSError: \\[Errno 28\\] No space left on device: (?P<path>.+)']
+    remediation:
+      summary: "Disk full writing {path}"
+      fix: ["Free space on {path}", "Check {missing_group_free_line}"]
+    examples:
+      match: ["OSError: [Errno 28] No space left on device: '/ckpt/x'"]
+      no_match: ["hello"]
+    """
+)
+
+
+def pack(tmp_path, name, text):
+    d = tmp_path / "pack"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(text)
+    return d
+
+
+def test_bundled_pack_is_found_and_loads():
+    assert (bundled_rules_dir() / "README.md").is_file()
+    book = load_rulebook()
+    assert len(book.rules) >= 10
+
+
+def test_placeholder_without_group_is_rejected(tmp_path):
+    d = pack(tmp_path, "disk-full.yaml", GOOD)
+    with pytest.raises(RuleError) as e:
+        load_pack(d, "user")
+    msg = e.value.one_line()
+    assert "disk-full.yaml" in msg and "rule 'disk-full'" in msg and "remediation.fix[1]" in msg and "missing_group_free_line" in msg
+
+
+def test_unknown_field_gets_a_did_you_mean_and_a_line(tmp_path):
+    d = pack(tmp_path, "r.yaml", GOOD.replace("keywords:", "keywrods:").replace(", \"Check {missing_group_free_line}\"", ""))
+    with pytest.raises(RuleError) as e:
+        load_pack(d, "user")
+    msg = e.value.one_line()
+    assert "r.yaml:4" in msg and "'keywrods'" in msg and "did you mean 'keywords'" in msg
+    assert e.value.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda t: t.replace("category: io_error", "category: disk"), "category"),
+        (lambda t: t.replace("role: cause", "role: maybe"), "role"),
+        (lambda t: t.replace("patterns: ['OSError", "patterns: ['(unclosed OSError"), "patterns[0]"),
+        (lambda t: t.replace('  no_match: ["hello"]\n', ""), "examples.no_match"),
+        (lambda t: t.replace("id: ", "") + "id: other\n", "id"),
+    ],
+)
+def test_schema_errors_name_the_field(tmp_path, mutate, field):
+    text = mutate(GOOD.replace(', "Check {missing_group_free_line}"', ""))
+    d = pack(tmp_path, "r.yaml", text)
+    with pytest.raises(RuleError) as e:
+        load_pack(d, "user")
+    assert f"field '{field}" in e.value.one_line()
+
+
+def test_yaml_is_loaded_safely(tmp_path):
+    d = pack(tmp_path, "r.yaml", "!!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(RuleError, match="not valid YAML"):
+        load_pack(d, "user")
+
+
+def test_user_rule_overrides_bundled_rule_with_the_same_id(tmp_path):
+    d = pack(tmp_path, "cuda-oom.yaml", GOOD.replace(', "Check {missing_group_free_line}"', "").replace("Disk full", "Overridden"))
+    book = load_rulebook([str(d)])
+    rule = book.by_id("cuda-oom")
+    assert rule is not None and rule.spec.title == "Overridden" and rule.pack == str(d)
+
+
+def test_duplicate_ids_in_one_pack(tmp_path):
+    text = GOOD.replace(', "Check {missing_group_free_line}"', "")
+    d = pack(tmp_path, "a.yaml", text)
+    (d / "sub").mkdir()
+    (d / "sub" / "a.yaml").write_text(text)
+    with pytest.raises(RuleError, match="duplicate rule id"):
+        load_pack(d, "user")
+
+
+def test_missing_rule_dir(tmp_path):
+    with pytest.raises(RuleError, match="does not exist"):
+        load_rulebook([str(tmp_path / "nope")])

@@ -1,0 +1,121 @@
+"""Prefix splitting: who printed a line, and what it says."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from slurmdoc.ingest.prefix import PrefixParser, classify_origin, parse_ts
+from slurmdoc.models import SourceInfo
+
+SRC = SourceInfo(index=0, path="job.log")
+P = PrefixParser(2025)
+
+
+def parse(raw, src=SRC):
+    return P.parse(src, 1, raw)
+
+
+@pytest.mark.parametrize(
+    "raw, label, rank, local, host, text",
+    [
+        ("3: Traceback (most recent call last):", 3, None, None, None, "Traceback (most recent call last):"),
+        (" 7: step 3", 7, None, None, None, "step 3"),
+        ("12: x", 12, None, None, None, "x"),
+        ("[rank3]: RuntimeError: boom", None, 3, None, None, "RuntimeError: boom"),
+        ("[rank3]:[E0321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 3] x", None, 3, None, None, "[E0321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 3] x"),
+        ("[default2]:Traceback (most recent call last):", None, None, 2, None, "Traceback (most recent call last):"),
+        ("1: [rank9]: ValueError: x", 1, 9, None, None, "ValueError: x"),
+        ("node-12: [rank19]: ValueError: x", None, 19, None, "node-12", "ValueError: x"),
+        ("192.168.13.81: [rank19]: ValueError: x", None, 19, None, "192.168.13.81", "ValueError: x"),
+        ("[alphagpu12:5]:[rank5]: ValueError: x", None, 5, None, "alphagpu12", "ValueError: x"),
+        ("i.pretrain/0 [default2]:[rank2]: ValueError: x", None, 2, 2, None, "ValueError: x"),
+        ("[gpu-node-3:1]: hello", None, None, 1, "gpu-node-3", "hello"),
+        ("gpu003: Traceback (most recent call last):", None, None, None, "gpu003", "Traceback (most recent call last):"),
+        ("10.0.0.3: hello", None, None, None, "10.0.0.3", "hello"),
+    ],
+)
+def test_prefix_forms(raw, label, rank, local, host, text):
+    ll = parse(raw)
+    assert (ll.who.label, ll.who.rank, ll.who.local, ll.node, ll.text) == (label, rank, local, host, text)
+    assert ll.raw[ll.offset :] == ll.text
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "RuntimeError: [PG 0 (default_pg) Rank 1] Watchdog caught collective operation timeout",
+        "node1:1234:1290 [3] NCCL INFO comm 0x5566 rank 11 nranks 16 cudaDev 3 busId 1b000 - Init COMPLETE",
+        "ValueError: expected 3 got 4",
+        "c10d: connect failed",
+        "Epoch 3: 100%",
+    ],
+)
+def test_ranks_inside_messages_are_not_prefixes(raw):
+    ll = parse(raw)
+    assert ll.who.rank is None and ll.who.label is None and ll.who.local is None
+    assert ll.text == raw
+
+
+def test_inner_pg_rank_is_not_the_global_rank():
+    ll = parse("[rank9]:[E1107 10:00:00.1 ProcessGroupNCCL.cpp:1] [PG ID 5 PG GUID 55(mesh_replicate) Rank 1] Watchdog caught")
+    assert ll.who.rank == 9
+
+
+def test_timestamp_before_rank_prefix():
+    ll = parse("2026-09-18 19:29:24 [rank3]: Traceback (most recent call last):")
+    assert ll.who.rank == 3
+    assert ll.ts == datetime(2026, 9, 18, 19, 29, 24)
+    assert ll.text.startswith("Traceback")
+
+
+def test_ray_and_determined_prefixes():
+    ll = parse("(RayTrainWorker pid=499400, ip=10.0.0.5) Traceback (most recent call last):")
+    assert ll.tag == "RayTrainWorker pid=499400" and ll.node == "10.0.0.5"
+    assert ll.text.startswith("Traceback")
+    ll = parse("[2024-02-27T21:35:32.106313Z] fa88a9df || Traceback (most recent call last):")
+    assert ll.text.startswith("Traceback") and ll.ts == datetime(2024, 2, 27, 21, 35, 32, 106313)
+
+
+def test_per_rank_file_gives_rank():
+    src = SourceInfo(index=1, path="logs/rank_7.log", rank_hint=7)
+    ll = parse("Traceback (most recent call last):", src)
+    assert ll.who.rank == 7 and ll.origin == "rank"
+
+
+def test_torchrun_logdir_file_gives_local_rank():
+    src = SourceInfo(index=1, path="run/attempt_0/3/stderr.log", rank_hint=3, rank_hint_local=True)
+    ll = parse("boom", src)
+    assert ll.who.local == 3 and ll.who.rank is None
+
+
+def test_launcher_and_scheduler_lines_carry_no_rank_from_the_label():
+    ll = parse("0: E0726 10:59:50.786825 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0")
+    assert ll.origin == "launcher" and ll.who.label == 0 and ll.who.rank is None
+    ll = parse("srun: error: node-1: task 3: Exited with exit code 1")
+    assert ll.origin == "scheduler"
+
+
+def test_exception_naming_a_launcher_module_is_not_a_launcher_record():
+    assert classify_origin("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:") is None
+    assert classify_origin("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1)") == "launcher"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("E0321 02:07:08.408271 1 x", datetime(2025, 3, 21, 2, 7, 8, 408271)),
+        ("[E0321 02:07:08.408271257 ProcessGroupNCCL.cpp:607]", datetime(2025, 3, 21, 2, 7, 8, 408271)),
+        ("2025-03-01T13:10:00 x", datetime(2025, 3, 1, 13, 10)),
+        ("2025-03-01 12:00:00,123 INFO", datetime(2025, 3, 1, 12, 0, 0, 123000)),
+        ("[2024-02-27T21:35:32.106313Z] x", datetime(2024, 2, 27, 21, 35, 32, 106313)),
+        ("[2025-03-01 12:00:00] iteration 100", datetime(2025, 3, 1, 12)),
+        ("2025-03-01_12:05:02", datetime(2025, 3, 1, 12, 5, 2)),
+        ("2025-03-01T14:10:00+02:00 x", datetime(2025, 3, 1, 12, 10)),
+        ("Epoch 3", None),
+        ("2025-13-45T99:00:00 broken", None),
+    ],
+)
+def test_timestamps(text, expected):
+    assert parse_ts(text, 2025) == expected

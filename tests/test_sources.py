@@ -1,0 +1,115 @@
+"""Inputs: paths, directories, globs, stdin, gzip, damage."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+
+from slurmdoc.errors import InputError
+from slurmdoc.ingest.sources import MAX_LINE, expand, looks_binary, make_inputs, path_hints, read_lines
+
+
+def lines_of(path, warnings=None):
+    w = [] if warnings is None else warnings
+    (inp,) = make_inputs([path], w)
+    return list(read_lines(inp, w))
+
+
+def test_plain_and_crlf(write):
+    p = write("a.log", "one\r\ntwo\nthree")
+    assert lines_of(p) == [(1, "one"), (2, "two"), (3, "three")]
+
+
+def test_gzip_by_magic_not_name(write, tmp_path):
+    p = tmp_path / "job.out"
+    p.write_bytes(gzip.compress(b"alpha\nbeta\n"))
+    assert lines_of(str(p)) == [(1, "alpha"), (2, "beta")]
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path):
+    data = gzip.compress(("line\n" * 20000).encode())
+    p = tmp_path / "job.log.gz"
+    p.write_bytes(data[: len(data) // 2])
+    w: list[str] = []
+    got = lines_of(str(p), w)
+    assert 0 < len(got) < 20000
+    assert any("truncated gzip" in x for x in w)
+
+
+def test_invalid_utf8_is_replaced_not_fatal(write):
+    p = write("bad.log", b"ok \xff\xfe line\nnext\n")
+    got = lines_of(p)
+    assert got[0][1].startswith("ok ") and got[1] == (2, "next")
+
+
+def test_binary_file_is_skipped_with_a_warning(write):
+    p = write("core.log", bytes(range(256)) * 40)
+    w: list[str] = []
+    assert lines_of(p, w) == []
+    assert "binary" in w[0]
+
+
+def test_overlong_line_is_cut_and_reading_goes_on(write):
+    p = write("long.log", b"x" * (MAX_LINE * 2 + 10) + b"\nafter\n")
+    w: list[str] = []
+    got = lines_of(p, w)
+    assert len(got[0][1]) == MAX_LINE and got[1] == (2, "after")
+    assert "longer than" in w[0]
+
+
+def test_directory_walk_finds_logs_sorted_and_skips_others(write, tmp_path):
+    write("d/b.err", "x")
+    write("d/a.out", "x")
+    write("d/run/attempt_0/1/stderr.log", "x")
+    write("d/notes.md", "x")
+    found = expand([str(tmp_path / "d")], [])
+    names = [os.path.relpath(f, tmp_path / "d") for f in found]
+    assert names == ["a.out", "b.err", os.path.join("run", "attempt_0", "1", "stderr.log")]
+
+
+def test_directory_without_logs_is_an_input_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no log files"):
+        expand([str(tmp_path / "empty")], [])
+
+
+def test_missing_path_and_empty_glob(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        expand([str(tmp_path / "nope.log")], [])
+    with pytest.raises(InputError, match="no file matches"):
+        expand([str(tmp_path / "*.nothing")], [])
+
+
+def test_glob_expands(write, tmp_path):
+    write("n0.log", "x")
+    write("n1.log", "x")
+    assert len(expand([str(tmp_path / "n*.log")], [])) == 2
+
+
+def test_symlink_loop_terminates(write, tmp_path):
+    write("d/a.log", "x")
+    os.symlink(tmp_path / "d", tmp_path / "d" / "loop")
+    assert len(expand([str(tmp_path / "d")], [])) >= 1
+
+
+@pytest.mark.parametrize(
+    "path, hints",
+    [
+        ("logs/rank_12.log", {"rank_hint": 12}),
+        ("logs/train.rank-3.err", {"rank_hint": 3}),
+        ("out/task_5.out", {"rank_hint": 5}),
+        ("run/abc/attempt_1/3/stderr.log", {"attempt": 1, "rank_hint": 3, "rank_hint_local": True}),
+        ("logs/node1.log", {"node_index_hint": 1}),
+        ("slurm-1234_7.out", {}),
+        ("logs/franking.log", {}),
+    ],
+)
+def test_path_hints(path, hints):
+    assert path_hints(path) == hints
+
+
+def test_looks_binary():
+    assert looks_binary(b"\x00\x01\x02" * 100)
+    assert not looks_binary(b"plain text \x1b[31mred\x1b[0m\n")
