@@ -199,3 +199,15 @@ def test_result_does_not_depend_on_argument_order(write):
     d1 = diagnose([a, b])
     d2 = diagnose([b, a])
     assert d1.root_cause.rank == d2.root_cause.rank == 1
+
+
+def test_ansi_colour_codes_do_not_hide_prefixes_or_errors(write):
+    text = "\x1b[32m[rank2]:\x1b[0m Traceback (most recent call last):\n[rank2]:   File \"t.py\", line 1, in <module>\n\x1b[31m[rank2]: ValueError: boom\x1b[0m\n"
+    d = diagnose([write("c.log", text)])
+    assert d.root_cause.rank == 2 and d.root_cause.message == "ValueError: boom"
+
+
+def test_error_glued_to_a_tqdm_bar_after_carriage_returns(write):
+    text = "[rank0]: 10%|#         | 1/10 [00:01<00:09]\r[rank0]: 20%|##        | 2/10 [00:02<00:08]torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n"
+    d = diagnose([write("t.log", text)])
+    assert d.root_cause.category == "cuda_oom" and d.root_cause.rank == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,17 @@ def test_duplicate_ids_in_one_pack(tmp_path):
 def test_missing_rule_dir(tmp_path):
     with pytest.raises(RuleError, match="does not exist"):
         load_rulebook([str(tmp_path / "nope")])
+
+
+def test_installed_package_ships_every_rule():
+    # from a wheel (as CI installs it) the pack must come from inside the package, complete
+    import slurmdoc
+
+    pkg = Path(slurmdoc.__file__).resolve().parent
+    repo_rules = Path(__file__).resolve().parent.parent / "rules"
+    shipped = bundled_rules_dir()
+    if not (pkg / "rulepack").is_dir():
+        pytest.skip("running from a source checkout (editable install): the pack is read from rules/")
+    assert shipped == pkg / "rulepack"
+    rel = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*.yaml"))  # noqa: E731
+    assert rel(shipped) == rel(repo_rules)

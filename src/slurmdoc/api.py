@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime
 from typing import Callable, Optional
 
@@ -26,12 +27,21 @@ def _default_year(inputs: list[Input]) -> int:
     return datetime.now().year
 
 
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
 def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None):
-    """Every input line as LogLine(s), in order; `\\r` segments share their line number."""
+    """Every input line as LogLine(s), in order; `\\r` segments share their line number.
+
+    ANSI colour/cursor sequences are removed first: they are terminal decoration, and they
+    would hide prefixes and exception lines from the parser.
+    """
     parser = PrefixParser(_default_year(inputs))
     for inp in inputs:
         src = inp.info
         for lineno, raw in read_lines(inp, warnings, on_bytes):
+            if "\x1b" in raw:
+                raw = ANSI.sub("", raw)
             if "\r" in raw:
                 head: Optional[LogLine] = None
                 for seg in raw.split("\r"):

@@ -230,7 +230,7 @@ class Analyzer:
         if root is not None:
             root_model, root_group_key = self._root_model(root, promoted, total, all_ranks, rank_host, stragglers)
 
-        symptoms = self._symptoms(root, root_group_key, rank_host)
+        symptoms = self._symptoms(root, root_group_key, set(root_model.ranks) if root_model else set())
         verdicts = self._verdicts(root_model)
         if self.causes_dropped:
             warnings.append(f"{self.causes_dropped} further cause findings were counted but not kept")
@@ -366,7 +366,7 @@ class Analyzer:
         fixes = [t for t in (fill(x, True) for x in spec.fix) if t]
         return Remediation(summary=fill(spec.summary, False) or "", why=fill(spec.why, False) if spec.why else None, fix=tuple(fixes))
 
-    def _symptoms(self, root: Optional[Finding], root_key, rank_host) -> list[Symptom]:
+    def _symptoms(self, root: Optional[Finding], root_key, root_ranks: set[int]) -> list[Symptom]:
         out: list[Symptom] = []
         # other causes that are not the root: they happened, but after it
         by_rule: dict[str, _Group] = {}
@@ -384,7 +384,6 @@ class Analyzer:
         groups = list(by_rule.items()) + [
             (rid, g) for rid, g in self.symptoms.items() if not (root is not None and g.first is root and g.count == 1)
         ]
-        root_ranks = set(self._ranks(root.refs)) if root is not None else set()
         for rid, g in groups:
             ranks = self._ranks(g.refs.values())
             f = g.first
