@@ -1,0 +1,79 @@
+"""The matcher: keyword prefilter, priorities, scopes, excludes, time bounds."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from slurmdoc.engine.loader import Rulebook, load_pack
+from slurmdoc.engine.matcher import Matcher
+from slurmdoc.ingest.prefix import PrefixParser
+from slurmdoc.models import Event, SourceInfo
+
+
+def rule(name, body):
+    return name, textwrap.dedent(body)
+
+
+def book_of(tmp_path, *rules):
+    d = tmp_path / "p"
+    d.mkdir()
+    for name, body in rules:
+        (d / f"{name}.yaml").write_text(body)
+    return Rulebook(load_pack(d, "t"))
+
+
+BASE = """\
+title: T
+category: {cat}
+role: cause
+priority: {prio}
+scope: {scope}
+keywords: [{kw}]
+patterns: ['{pat}']
+exclude: [{exc}]
+remediation: {{summary: s}}
+examples: {{match: [x], no_match: [y]}}
+"""
+
+
+def mk(name, cat="unknown", prio=50, scope="any", kw='"boom"', pat="boom (?P<n>\\d+)", exc=""):
+    return name, BASE.format(cat=cat, prio=prio, scope=scope, kw=kw, pat=pat, exc=exc)
+
+
+def line_event(text):
+    ll = PrefixParser(2025).parse(SourceInfo(index=0, path="x"), 1, text)
+    return Event("line", ll, [ll.text], [1])
+
+
+def test_highest_priority_wins_and_captures(tmp_path):
+    m = Matcher(book_of(tmp_path, mk("low", prio=10), mk("high", prio=90, pat="boom (?P<n>\\d+)(?P<tail>.*)")))
+    got = m.classify(line_event("boom 42 here"))
+    assert got.rule.id == "high" and got.captures == {"n": "42", "tail": " here"}
+
+
+def test_keyword_gate_and_exclude(tmp_path):
+    m = Matcher(book_of(tmp_path, mk("r", exc="'boom 13'")))
+    assert m.interesting("a boom 1") and not m.interesting("quiet")
+    assert m.classify(line_event("no keyword 42")) is None
+    assert m.classify(line_event("boom 13")) is None
+    assert m.classify(line_event("boom 14")).rule.id == "r"
+
+
+def test_traceback_scope_rules_ignore_lines(tmp_path):
+    m = Matcher(book_of(tmp_path, mk("tb", scope="traceback")))
+    assert m.classify(line_event("boom 1")) is None
+
+
+def test_case_insensitive_keywords(tmp_path):
+    body = BASE.format(cat="numerical", prio=50, scope="any", kw='"NaN"', pat="loss is nan", exc="") + "ignore_case: true\n"
+    m = Matcher(book_of(tmp_path, ("n", body)))
+    assert m.classify(line_event("LOSS IS NAN")).rule.id == "n"
+
+
+def test_catastrophic_pattern_is_time_bounded(tmp_path):
+    m = Matcher(book_of(tmp_path, mk("slow", kw='"a"', pat="(a|aa)+$")))
+    got = m.classify(line_event("a" * 40 + "!"))
+    assert got is None
+    assert m.timeouts and "slow" in m.timeouts[0]
