@@ -40,3 +40,32 @@ def test_symptom_categories_are_never_plain_causes():
     for r in BOOK.rules:
         if r.category in ("nccl_timeout", "sigterm_cascade"):
             assert r.role == "symptom", r.id
+
+
+HEALTHY = [
+    " iteration      100/  500000 | consumed samples:       102400 | elapsed time per iteration (ms): 1234.5 | learning rate: 2.999E-04 | global batch size:  1024 | lm loss: 2.345678E+00 | loss scale: 1.0 | grad norm: 0.812 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+    "gpu-node-1:1234:1290 [3] NCCL INFO comm 0x5566 rank 11 nranks 16 cudaDev 3 busId 1b000 - Init COMPLETE",
+    "gpu-node-1:1234:1290 [3] NCCL INFO Channel 00/02 :    0   1   2   3",
+    "W1121 10:00:00.000000 140 torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default",
+    "[2025-03-01 12:00:00,123] [INFO] [config.py:1000:print] timeout ..................... 600",
+    "Epoch 3:  45%|████▌     | 450/1000 [01:23<01:42,  5.37it/s, loss=2.31, v_num=0]",
+    "> building GPTTokenizer tokenizer ... padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)",
+    "  error_file: <N/A>",
+    "[rank0]:[W1121 10:00:00.000000 1 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank 0]  using GPU 0 to perform barrier as devices used by this process are currently unknown.",
+    "torch.distributed.init_process_group(backend='nccl', timeout=timedelta(minutes=10))",
+    "saving checkpoint at iteration     500 to /ckpt in torch_dist format",
+    "Killed 0 stale processes before launch",
+    "INFO: world size 16, tensor model parallel size 2, pipeline model parallel size 2",
+    "validation loss at iteration 500 | lm loss value: 2.1 | lm loss PPL: 8.2 |",
+    "time to initialize megatron (seconds): 42.1",
+]
+
+
+def test_healthy_lines_are_not_even_candidates():
+    # the keyword prefilter is what keeps the per-line cost low: it must stay quiet on
+    # the lines a healthy run prints millions of times
+    from slurmdoc.engine.matcher import Matcher
+
+    m = Matcher(BOOK)
+    noisy = [line for line in HEALTHY if m.interesting(line)]
+    assert not noisy, noisy

@@ -173,6 +173,7 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
     except OSError as e:
         warnings.append(f"{name}: skipped, cannot open: {e.strerror or e}")
         return
+    pending = 0  # bytes read but not yet reported (progress is reported per MiB, not per line)
     try:
         lineno = 0
         first = True
@@ -194,7 +195,10 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
                     warnings.append(f"{name}: skipped, binary data, not a text log")
                     return
             if on_bytes is not None:
-                on_bytes(len(chunk))
+                pending += len(chunk)
+                if pending >= 1 << 20:
+                    on_bytes(pending)
+                    pending = 0
             if len(chunk) == MAX_LINE and not chunk.endswith(b"\n"):
                 skipped = 0
                 while True:
@@ -215,6 +219,8 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
                 chunk = chunk[:-1]
             yield lineno, chunk.decode("utf-8", "replace")
     finally:
+        if on_bytes is not None and pending:
+            on_bytes(pending)
         try:
             f.close()
         except Exception:  # closing a damaged gzip can raise again; nothing to do
