@@ -77,3 +77,16 @@ def test_catastrophic_pattern_is_time_bounded(tmp_path):
     got = m.classify(line_event("a" * 40 + "!"))
     assert got is None
     assert m.timeouts and "slow" in m.timeouts[0]
+
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slurmdoc.engine.matcher import trie_regex
+
+
+@given(st.lists(st.text(alphabet="ab(c.*", min_size=1, max_size=5), min_size=1, max_size=12), st.text(alphabet="ab(c.*x", max_size=30))
+def test_trie_prefilter_finds_exactly_the_keywords(words, text):
+    import re
+
+    assert bool(re.search(trie_regex(words), text)) == any(w in text for w in words)

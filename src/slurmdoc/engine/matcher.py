@@ -18,6 +18,39 @@ class Match:
     known_ranks: tuple[int, ...] = ()  # ranks the text shows exist (rule field known_ranks)
 
 
+def trie_regex(words: list[str]) -> str:
+    """One regex for a set of literals, factored as a trie ('ab|ac' -> 'a(?:b|c)').
+
+    Python's `re` tries every branch of a flat alternation at each position; a trie lets it
+    reject a position after one character, which makes the per-line prefilter several
+    times faster with dozens of keywords.
+    """
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict) -> str:
+        if "" in node and len(node) == 1:
+            return ""
+        alts = []
+        optional = False
+        for ch in sorted(node):
+            if ch == "":
+                optional = True  # a keyword ends here: shorter match is enough
+                continue
+            alts.append(re.escape(ch) + build(node[ch]))
+        if optional:
+            return ""  # any keyword ending here already satisfies the prefilter
+        if len(alts) == 1:
+            return alts[0]
+        return "(?:" + "|".join(alts) + ")"
+
+    return build(trie)
+
+
 class Matcher:
     def __init__(self, book: Rulebook) -> None:
         self.book = book
@@ -26,7 +59,7 @@ class Matcher:
         self.ordered = sorted(book.rules, key=lambda r: (-r.spec.priority, r.id))
         cs = sorted({k for r in book.rules if not r.spec.ignore_case for k in r.keywords})
         ci = sorted({k for r in book.rules if r.spec.ignore_case for k in r.keywords})
-        parts = [re.escape(k) for k in cs] + [f"(?i:{re.escape(k)})" for k in ci]
+        parts = ([trie_regex(cs)] if cs else []) + ([f"(?i:{trie_regex(ci)})"] if ci else [])
         self._prefilter = re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
         self._line_rules = [r for r in self.ordered if r.spec.scope in ("line", "any")]
         self._tb_rules = [r for r in self.ordered if r.spec.scope in ("traceback", "any")]
