@@ -50,3 +50,13 @@ def test_layout_resolution():
     assert an.resolve(RankRef(0, label=1)) is None  # a node-level line: no rank
     assert an.resolve(RankRef(1, label=7)) == 7
     assert an.resolve(RankRef(0, rank=11, label=0)) == 11
+
+
+def test_consecutive_srun_lines_merge_but_keep_every_rank(write):
+    text = "\n".join(
+        tb("[rank9]: ", "ModuleNotFoundError: No module named 'apex'")
+        + ["srun: error: n1: tasks 0-3: Terminated", "srun: error: n2: tasks 4-7: Terminated"]
+    )
+    d = diagnose([write("j.log", text)])
+    (cascade,) = [s for s in d.symptoms if s.category == "sigterm_cascade"]
+    assert cascade.ranks == tuple(range(8)) and cascade.count == 1

@@ -110,7 +110,16 @@ class Analyzer:
         stream = event.first.stream
         prev = self._last.get(stream)
         if prev is not None and prev.rule is rule and event.kind == "line" and prev.event.kind == "line":
-            prev.merged += 1  # one multi-line report (e.g. NCCL watchdog + its C++ trace)
+            # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
+            # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
+            prev.merged += 1
+            refs = self._refs(event, match)
+            known = {r.key() for r in prev.refs}
+            prev.refs.extend(r for r in refs if r.key() not in known)
+            g = self.symptoms.get(rule.id)
+            if g is not None:
+                for r in refs:
+                    g.refs.setdefault(r.key(), r)
             return
         f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
         self._last[stream] = f
