@@ -86,19 +86,12 @@ class RuleSpec(_Strict):
     examples: Examples
     description: Optional[str] = None
 
-    @field_validator("category")
+    @field_validator("category", "refine_with")
     @classmethod
-    def _known_category(cls, v: str) -> str:
-        if v not in CATEGORIES:
-            raise ValueError(f"unknown category '{v}' (known: {', '.join(CATEGORIES)})")
-        return v
-
-    @field_validator("refine_with")
-    @classmethod
-    def _known_categories(cls, v: list[str]) -> list[str]:
-        for c in v:
+    def _known_category(cls, v):
+        for c in [v] if isinstance(v, str) else v:
             if c not in CATEGORIES:
-                raise ValueError(f"unknown category '{c}'")
+                raise ValueError(f"unknown category '{c}' (known: {', '.join(CATEGORIES)})")
         return v
 
     @field_validator("keywords")
