@@ -295,11 +295,11 @@ class Analyzer:
         own = self._ranks(root.refs)
         rank = own[0] if own else None
         evidence: list[str] = []
+        reporters: list[int] = []
         if stragglers:
             reporters = self._ranks(self.symptoms[root.rule.id].refs.values())
             evidence.append(
-                f"{describe(reporters)} reported the timeout; {describe(stragglers)} never did: "
-                f"the likely straggler that stopped before the collective"
+                f"{describe(reporters)} reported it (first at {self._src(root)}); {describe(stragglers)} never did"
             )
             ranks = stragglers
             rank = stragglers[0]
@@ -315,10 +315,13 @@ class Analyzer:
                     caps.setdefault(k, v)
                 rule = other.rule
                 break
-        frame = root.frame()
+        frame = root.frame() if not stragglers else None  # the reporter's frame says nothing of the straggler
         if frame:
             caps.setdefault("frame", frame)
-        rem = self._remediation(rule, caps, rank=rank, ranks=ranks, node=node, source=self._src(root), message=root.message(), count=len(group))
+        rem = self._remediation(
+            rule, caps, rank=rank, ranks=ranks, node=node, source=self._src(root), message=root.message(), count=len(group),
+            stragglers=ranges(stragglers) if stragglers else None, reporters=ranges(reporters) if reporters else None,
+        )
         processes = len(group)
         if not ranks and processes > 1 and processes == total:
             ranks = list(all_ranks)  # as many identical failures as the job has ranks: all of them
@@ -373,7 +376,8 @@ class Analyzer:
 
         spec = rule.spec.remediation
         fixes = [t for t in (fill(x, True) for x in spec.fix) if t]
-        return Remediation(summary=fill(spec.summary, False) or "", why=fill(spec.why, False) if spec.why else None, fix=tuple(fixes))
+        summary = spec.straggler if (spec.straggler and "stragglers" in values) else spec.summary
+        return Remediation(summary=fill(summary, False) or "", why=fill(spec.why, False) if spec.why else None, fix=tuple(fixes))
 
     def _symptoms(self, root: Optional[Finding], root_key, root_ranks: set[int]) -> list[Symptom]:
         out: list[Symptom] = []

@@ -130,7 +130,7 @@ def _load_file(path: Path, pack: str) -> Rule:
                 groups.update(c.groupindex)
     allowed = groups | set(BUILTIN_PLACEHOLDERS)
     rem = spec.remediation
-    for fld, text in [("remediation.summary", rem.summary), ("remediation.why", rem.why or "")] + [
+    for fld, text in [("remediation.summary", rem.summary), ("remediation.why", rem.why or ""), ("remediation.straggler", rem.straggler or "")] + [
         (f"remediation.fix[{i}]", t) for i, t in enumerate(rem.fix)
     ]:
         try:

@@ -38,7 +38,7 @@ SPECIAL_GROUPS = {
     "node": "the host the text names",
     "exitcode": "a process exit code (negative: killed by that signal)",
 }
-BUILTIN_PLACEHOLDERS = ("rank", "ranks", "node", "source", "message", "count", "frame")
+BUILTIN_PLACEHOLDERS = ("rank", "ranks", "node", "source", "message", "count", "frame", "stragglers", "reporters")
 
 
 class _Strict(BaseModel):
@@ -63,6 +63,7 @@ class RemediationSpec(_Strict):
     summary: str = Field(min_length=1)
     why: Optional[str] = None
     fix: list[str] = []
+    straggler: Optional[str] = None  # summary used when missing_rank_is_root names stragglers
 
 
 class RuleSpec(_Strict):
