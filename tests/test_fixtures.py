@@ -27,6 +27,9 @@ def test_case_matches_truth(case: Path):
     truth = yaml.safe_load((case / "truth.yaml").read_text())
     d = diagnose([str(case)])
     rc = d.root_cause
+    if truth.get("expect_status") == "no_failure":
+        assert d.status == "no_failure" and rc is None, rc
+        return
     assert d.status == "failed" and rc is not None
     if truth.get("root_source_line") is None:
         # the root rank's own error never reached these logs (filtered, or a silent hang):
