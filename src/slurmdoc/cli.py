@@ -78,8 +78,19 @@ def diagnose(
         raise typer.Exit(130)
     for w in result.warnings:
         _err(f"warning: {w}")
-    _emit(result, fmt)
+    try:
+        _emit(result, fmt)
+    except BrokenPipeError:  # `slurmdoc ... | head`: the reader left; the verdict still stands
+        _silence_stdout()
     raise typer.Exit(1 if result.status == "failed" else 0)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
 
 
 def _total_size(paths: List[str]) -> int:
@@ -143,10 +154,7 @@ def main() -> None:
     except SystemExit:
         raise
     except BrokenPipeError:
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
+        _silence_stdout()
         sys.exit(0)
     except Exception as e:  # a bug in slurmdoc: one line, and a way to see more
         if os.environ.get("SLURMDOC_DEBUG"):
