@@ -107,3 +107,30 @@ def test_chain_survives_unprefixed_blank_lines():
     evs = [e for e in events(text) if e.kind == "traceback"]
     assert len(evs) == 1
     assert [evs[0].lines[i] for i in evs[0].exception_idx] == ["KeyError: 'k'", "RuntimeError: failed"]
+
+
+def test_dataloader_worker_original_traceback_is_the_origin():
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "train.py", line 5, in <module>',
+            "    batch = next(it)",
+            "ValueError: Caught ValueError in DataLoader worker process 0.",
+            "Original Traceback (most recent call last):",
+            '  File "worker.py", line 374, in _worker_loop',
+            "    data = fetcher.fetch(index)",
+            '  File "data.py", line 62, in __getitem__',
+            '    raise ValueError(f"corrupt sample {i}")',
+            "ValueError: corrupt sample 17",
+            "",
+            "step 9",
+        ]
+    )
+    (ev,) = [e for e in events(text) if e.kind == "traceback"]
+    assert ev.lines[ev.origin()] == "ValueError: corrupt sample 17"
+
+
+def test_origin_of_a_chain_is_its_first_exception():
+    text = TB.replace("ValueError: bad", "KeyError: 'k'") + "\n\nThe above exception was the direct cause of the following exception:\n\n" + TB
+    (ev,) = events(text)
+    assert ev.lines[ev.origin()] == "KeyError: 'k'"

@@ -79,6 +79,15 @@ class Event:
     ts: Optional[datetime] = None
     seq: int = 0
     truncated: int = 0  # lines dropped to keep the event bounded
+    origin_idx: int = -1  # the originating exception line (-1: the first exception line)
+
+    def origin(self) -> int:
+        """Index of the exception the failure started with: the first of a chain
+        ("During handling ...", "... direct cause ..."), or the one inside an embedded
+        "Original Traceback" (DataLoader workers re-raise in the main process)."""
+        if self.origin_idx >= 0:
+            return self.origin_idx
+        return self.exception_idx[0] if self.exception_idx else len(self.lines) - 1
 
     def text(self) -> str:
         return "\n".join(self.lines)

@@ -51,27 +51,27 @@ class Finding:
     def seq(self) -> int:
         return self.event.seq
 
-    def message(self) -> str:
+    def _index(self) -> int:
+        """The line that states the error: the matched line if it is an exception line,
+        otherwise the traceback's originating exception."""
         ev = self.event
         idx = self.line_index
-        if ev.kind == "traceback" and idx not in ev.exception_idx and ev.exception_idx:
-            idx = ev.exception_idx[-1]
-        return ev.lines[idx].strip()[:1000]
+        if ev.kind == "traceback" and idx not in ev.exception_idx:
+            idx = ev.origin()
+        return min(idx, len(ev.lines) - 1)
+
+    def message(self) -> str:
+        return self.event.lines[self._index()].strip()[:1000]
 
     def lineno(self) -> int:
-        ev = self.event
-        idx = self.line_index
-        if ev.kind == "traceback" and idx not in ev.exception_idx and ev.exception_idx:
-            idx = ev.exception_idx[-1]
-        return ev.linenos[min(idx, len(ev.linenos) - 1)]
+        return self.event.linenos[self._index()]
 
     def frame(self) -> Optional[str]:
         """file:line of the innermost Python frame before the reported exception line."""
         ev = self.event
         if ev.kind != "traceback":
             return None
-        stop = self.line_index if self.line_index in ev.exception_idx else (ev.exception_idx[-1] if ev.exception_idx else len(ev.lines))
-        for text in reversed(ev.lines[:stop]):
+        for text in reversed(ev.lines[: self._index()]):
             m = FRAME.match(text)
             if m:
                 return f"{m.group(1)}:{m.group(2)}"

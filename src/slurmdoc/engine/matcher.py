@@ -80,10 +80,12 @@ class Matcher:
                 hay = text
             if not any(k in hay for k in rule.keywords):
                 continue
-            m = self.match_rule(rule, text)
+            origin = event.origin() if event.kind == "traceback" else -1
+            m = self.match_rule(rule, text, event.lines[origin] if origin >= 0 else None)
             if m is not None:
                 start, caps = m
-                return Match(rule, caps, text.count("\n", 0, start), self._known(rule, text))
+                line_index = origin if start < 0 else text.count("\n", 0, start)
+                return Match(rule, caps, line_index, self._known(rule, text))
         return None
 
     def _known(self, rule: Rule, text: str) -> tuple[int, ...]:
@@ -95,13 +97,22 @@ class Matcher:
             return ()
         return tuple(sorted(found))
 
-    def match_rule(self, rule: Rule, text: str) -> Optional[tuple[int, dict[str, str]]]:
-        """(offset of the match, captures) if the rule matches the text, else None."""
+    def match_rule(self, rule: Rule, text: str, origin: Optional[str] = None) -> Optional[tuple[int, dict[str, str]]]:
+        """(offset of the match, captures) if the rule matches the text, else None.
+
+        Patterns are tried in order. For a traceback, each pattern is tried on its
+        originating exception line first (offset -1), so a chain is classified by the
+        exception it started with rather than by the wrapper raised last.
+        """
         try:
             for ex in rule.excludes:
                 if ex.search(text, timeout=MATCH_TIMEOUT):
                     return None
             for pat in rule.patterns:
+                if origin is not None:
+                    m = pat.search(origin, timeout=MATCH_TIMEOUT)
+                    if m:
+                        return -1, {k: v for k, v in m.groupdict().items() if v is not None}
                 m = pat.search(text, timeout=MATCH_TIMEOUT)
                 if m:
                     caps = {k: v for k, v in m.groupdict().items() if v is not None}

@@ -27,6 +27,7 @@ RECORD_START = re.compile(
     r"\[?[IWEF]\d{4} \d\d:\d\d|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d|Traceback \(most|terminate called|frame #\d+:"
 )
 
+EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
 BANNER = re.compile(r"[=\-]{10,}\s*$")
 # lines PyTorch appends to CUDA error messages, unindented
 KNOWN_CONTINUATIONS = ("CUDA kernel errors might", "For debugging consider passing", "Compile with `TORCH_USE_CUDA_DSA`", "Search for `cuda", "Device-side assertion")
@@ -37,7 +38,7 @@ MAX_FOREIGN = 50
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "banners")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "banners", "embedded")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -47,6 +48,7 @@ class _Stream:
         self.tail = 0
         self.held: list[LogLine] = []
         self.banners = 0
+        self.embedded = False
         self.last_ts: Optional[datetime] = None
 
 
@@ -87,6 +89,7 @@ class Assembler:
             st.pending = 0
             st.foreign = 0
             st.tail = 0
+            st.embedded = False
             return
         if t and self.interesting(t):
             yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
@@ -130,6 +133,9 @@ class Assembler:
             elif EXC_LINE.match(t):
                 self._append(ev, line)
                 ev.exception_idx.append(len(ev.lines) - 1)
+                if st.embedded:
+                    ev.origin_idx = len(ev.lines) - 1
+                    st.embedded = False
                 if st.pending > 0:
                     st.pending -= 1
                 else:
@@ -153,6 +159,12 @@ class Assembler:
             elif not t.strip():
                 st.mode = "gap"
                 st.held = [line]
+            elif EMBEDDED_TB.match(t):
+                # an exception re-raised with the original traceback in its message
+                self._append(ev, line)
+                st.mode = "frames"
+                st.pending = 0
+                st.embedded = True
             elif CHAIN_MARKER.match(t):
                 # the blank line before it went to another stream (torch's excepthook
                 # prefixes every line of a traceback except the empty ones)
