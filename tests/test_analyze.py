@@ -60,3 +60,33 @@ def test_consecutive_srun_lines_merge_but_keep_every_rank(write):
     d = diagnose([write("j.log", text)])
     (cascade,) = [s for s in d.symptoms if s.category == "sigterm_cascade"]
     assert cascade.ranks == tuple(range(8)) and cascade.count == 1
+
+
+def test_srun_native_label_and_rank_prefix_agree(write):
+    # srun --label over srun-native ranks, with torch's excepthook prefix: `3: [rank3]:`
+    lines = [f"{r}: step 1" for r in range(4)]
+    lines += ["1: [rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:29877"]
+    lines += ["srun: error: n1: task 3: Out Of Memory"]
+    d = diagnose([write("j.log", "\n".join(lines))])
+    assert d.root_cause.category == "host_oom" and d.root_cause.rank == 3
+
+
+def test_a_file_name_rank_does_not_override_prefixes_inside(write):
+    # named like a per-rank file, but the content is a whole job with [rankN]: prefixes
+    lines = [f"[rank{r}]: step 1" for r in range(8)]
+    lines += [f"[rank{r}]:[E1121 09:00:00.0 1 ProcessGroupNCCL.cpp:1] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE)" for r in range(8) if r != 5]
+    lines += ["terminate called after throwing an instance of 'c10::DistBackendError'", "  what():  [PG 0 Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE)"]
+    d = diagnose([write("debug_rank5.log", "\n".join(lines))])
+    assert d.root_cause.stragglers == (5,)
+
+
+def test_a_hung_rank_killed_at_the_end_is_reported_as_the_straggler(write):
+    lines = [f"{r}: step 1" for r in range(16)]
+    lines += [f"{r}: [E1121 09:10:00.0 1 ProcessGroupNCCL.cpp:1] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE)" for r in range(16) if r != 9]
+    lines += ["srun: error: n3: task 9: Killed"]
+    d = diagnose([write("j.log", "\n".join(lines))])
+    assert d.root_cause.category == "nccl_timeout" and d.root_cause.stragglers == (9,)
+    assert any("task 9: Killed" in e for e in d.root_cause.evidence)
+    # a SIGKILL with no hang before it stays a kill
+    d = diagnose([write("k.log", "\n".join([f"{r}: step 1" for r in range(4)] + ["srun: error: n3: task 2: Killed"]))])
+    assert d.root_cause.category == "killed" and d.root_cause.rank == 2

@@ -119,3 +119,20 @@ def test_exception_naming_a_launcher_module_is_not_a_launcher_record():
 )
 def test_timestamps(text, expected):
     assert parse_ts(text, 2025) == expected
+
+
+@pytest.mark.parametrize(
+    "raw, pieces",
+    [
+        ("100%|##########| 10/10 [00:01<00:00]Traceback (most recent call last):", ["100%|##########| 10/10 [00:01<00:00]", "Traceback (most recent call last):"]),
+        ("…| 12/100 [00:12<01:30][rank1]:Traceback (most recent call last):", ["…| 12/100 [00:12<01:30]", "[rank1]:Traceback (most recent call last):"]),
+        ("[rank1]: Traceback (most recent call last):", ["[rank1]: Traceback (most recent call last):"]),
+        ("i.pretrain/0 [default2]:[rank2]: x", ["i.pretrain/0 [default2]:[rank2]: x"]),
+        ("  traceback : Traceback (most recent call last):", ["  traceback : Traceback (most recent call last):"]),
+        ("ValueError: Caught ValueError in DataLoader worker process 0. Original Traceback (most recent call last):", ["ValueError: Caught ValueError in DataLoader worker process 0. Original Traceback (most recent call last):"]),
+        ("step 1 loss 2.7277step 1 loss 2.7277", ["step 1 loss 2.7277step 1 loss 2.7277"]),
+    ],
+)
+def test_glued_records_are_split(raw, pieces):
+    got = P.split_glued(raw)
+    assert got == pieces and "".join(got) == raw

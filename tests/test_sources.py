@@ -111,5 +111,10 @@ def test_path_hints(path, hints):
 
 
 def test_looks_binary():
+    import random
+
+    rng = random.Random(7)
+    assert looks_binary(bytes(rng.randrange(256) for _ in range(4096)))
+    assert not looks_binary("Überprüfung fehlgeschlagen: Fehler beim Laden\n".encode("latin-1") * 20)
     assert looks_binary(b"\x00\x01\x02" * 100)
     assert not looks_binary(b"plain text \x1b[31mred\x1b[0m\n")

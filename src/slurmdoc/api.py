@@ -42,13 +42,16 @@ def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[C
         for lineno, raw in read_lines(inp, warnings, on_bytes):
             if "\x1b" in raw:
                 raw = ANSI.sub("", raw)
-            if "\r" in raw:
+            if "\r" in raw or (("[rank" in raw or "[default" in raw or "Traceback (most" in raw) and len(parser.split_glued(raw)) > 1):
+                # `\r` progress updates and records glued to them: one LogLine per piece,
+                # pieces without a prefix of their own belong to the line's first printer
                 head: Optional[LogLine] = None
                 for seg in raw.split("\r"):
-                    ll = parser.parse(src, lineno, seg, head)
-                    if head is None:
-                        head = ll
-                    yield ll
+                    for piece in parser.split_glued(seg):
+                        ll = parser.parse(src, lineno, piece, head)
+                        if head is None:
+                            head = ll
+                        yield ll
             else:
                 yield parser.parse(src, lineno, raw)
 

@@ -42,9 +42,10 @@ class RankRef:
     rank: Optional[int] = None
     local: Optional[int] = None
     node_index: Optional[int] = None
+    hinted: bool = False  # the rank comes from the file name, not from the line
 
     def key(self) -> tuple:
-        return (self.source, self.label, self.rank, self.local, self.node_index)
+        return (self.source, self.label, self.rank, self.local, self.node_index, self.hinted)
 
 
 @dataclass(slots=True)
@@ -134,6 +135,7 @@ class RootCause(_Frozen):
     frame: Optional[str] = None  # file:line of the innermost Python frame
     processes: int = 1  # how many processes raised this same error
     stragglers: tuple[int, ...] = ()  # ranks that never reported a collective timeout
+    job_level: bool = False  # a scheduler/launcher event about the whole job, not one rank
 
 
 class Symptom(_Frozen):

@@ -98,6 +98,7 @@ class Analyzer:
         self.categories: dict[str, Finding] = {}  # first finding of each category
         self.known_ranks: set[int] = set()  # ranks the text shows exist (launcher summaries)
         self.exits: list[Finding] = []  # unexplained-exit symptoms (category unknown), capped
+        self.placements: dict[tuple[int, int, int], int] = {}  # (source, node index, local rank) -> rank
         self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
 
     # ---- streaming -------------------------------------------------------------
@@ -123,6 +124,12 @@ class Analyzer:
             return
         f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
         self._last[stream] = f
+        caps = match.captures
+        who = event.first.who
+        node_idx = who.label if who.label is not None else who.node_index
+        if node_idx is not None and caps.get("rank", "").isdigit() and caps.get("local_rank", "").isdigit():
+            # a launcher summary says which global rank a node's local rank was
+            self.placements[(event.first.source, node_idx, int(caps["local_rank"]))] = int(caps["rank"])
         if match.known_ranks and len(self.known_ranks) < 1_000_000:
             self.known_ranks.update(match.known_ranks)
         self.categories.setdefault(rule.category, f)
@@ -152,7 +159,9 @@ class Analyzer:
         caps = match.captures
         src = event.first.source
         if "tasks" in caps:
-            return [RankRef(src, rank=t) for t in parse_tasks(caps["tasks"])[:100_000]]
+            # srun task ids live in the same space as srun --label: global ranks for
+            # srun-native launches, node indexes when srun starts one torchrun per node
+            return [RankRef(src, label=t) for t in parse_tasks(caps["tasks"])[:100_000]]
         if "rank" in caps and caps["rank"].lstrip("-").isdigit():
             return [RankRef(src, rank=int(caps["rank"]))]
         if "local_rank" in caps and caps["local_rank"].isdigit():
@@ -168,18 +177,37 @@ class Analyzer:
     # ---- layout: turning prefixes into global ranks -----------------------------
     def _layout(self) -> None:
         refs = list(self.seen.values())
-        self.nested_sources = {r.source for r in refs if r.label is not None and (r.rank is not None or r.local is not None)}
-        locals_ = [r.local for r in refs if r.local is not None]
+        # srun labels are node indexes when srun started one torchrun per node: the inner
+        # prefix then names another rank than the label, or a local rank. (srun-native jobs
+        # print `3: [rank3]:`, label and rank agreeing.)
+        self.nested_sources = {
+            r.source for r in refs if r.label is not None and (r.local is not None or (r.rank is not None and r.rank != r.label))
+        }
+        locals_ = [r.local for r in refs if r.local is not None] + [loc for (_, _, loc) in self.placements]
         self.ranks_per_node = (max(locals_) + 1) if locals_ else None
+        for (_, node, loc), rank in self.placements.items():
+            if node > 0 and (rank - loc) % node == 0 and (rank - loc) // node > loc:
+                self.ranks_per_node = (rank - loc) // node  # stated by the launcher: trust it
+                break
+        # a file named after one rank whose lines carry other ranks' prefixes is not per-rank
+        hinted = {r.source: r.rank if r.rank is not None else r.local for r in refs if r.hinted}
+        self.bad_hints = {
+            r.source for r in refs if not r.hinted and r.source in hinted and (r.rank is not None or r.local is not None)
+            and (r.rank if r.rank is not None else r.local) != hinted[r.source]
+        }
         node_ids = {r.label for r in refs if r.label is not None and r.source in self.nested_sources}
         node_ids |= {r.node_index for r in refs if r.node_index is not None}
         self.multi_node = len(node_ids) > 1
 
     def resolve(self, r: RankRef) -> Optional[int]:
+        if r.hinted and r.source in self.bad_hints:
+            return None
         if r.rank is not None:
             return r.rank
         if r.local is not None:
             node = r.label if r.label is not None else r.node_index
+            if node is not None and (r.source, node, r.local) in self.placements:
+                return self.placements[(r.source, node, r.local)]
             if node is not None and self.ranks_per_node:
                 return node * self.ranks_per_node + r.local
             if not self.multi_node:
@@ -195,11 +223,22 @@ class Analyzer:
         return sorted(out)  # type: ignore[arg-type]
 
     # ---- ordering -------------------------------------------------------------
+    @staticmethod
+    def _before(a: Finding, b: Finding) -> bool:
+        """Did `a` happen before `b`? By time when both carry one, else by position."""
+        if a.ts is not None and b.ts is not None and a.ts != b.ts:
+            return a.ts < b.ts
+        return a.seq < b.seq
+
     def _earliest(self, cands: list[Finding]) -> Finding:
+        ordered = sorted(cands, key=lambda f: f.seq)
+        first = ordered[0]
+        for f in ordered[1:]:
+            if self._before(f, first):
+                first = f
+        if first.ts is None:
+            return first
         timed = [f for f in cands if f.ts is not None]
-        if not timed:
-            return min(cands, key=lambda f: f.seq)
-        first = min(timed, key=lambda f: (f.ts, f.seq))
         # clock skew: a more specific cause from another stream within the skew window wins
         rivals = [
             f
@@ -228,8 +267,14 @@ class Analyzer:
         root: Optional[Finding] = None
         promoted = False
         stragglers: list[int] = []
+        ended_by: Optional[Finding] = None
         if self.causes:
             root = self._earliest(self.causes)
+            deferred = self._deferred(root, all_ranks)
+            if deferred is not None:
+                ended_by = root
+                root, stragglers = deferred
+                promoted = True
         elif self.symptoms:
             root, stragglers = self._promote(all_ranks)
             promoted = True
@@ -237,7 +282,7 @@ class Analyzer:
         root_model: Optional[RootCause] = None
         root_group_key = None
         if root is not None:
-            root_model, root_group_key = self._root_model(root, promoted, total, all_ranks, rank_host, stragglers)
+            root_model, root_group_key = self._root_model(root, promoted, total, all_ranks, rank_host, stragglers, ended_by)
 
         symptoms = self._symptoms(root, root_group_key, set(root_model.ranks) if root_model else set())
         verdicts = self._verdicts(root_model)
@@ -276,19 +321,48 @@ class Analyzer:
         if alone:
             root = self._earliest([g.first for g in alone])
             g = next(x for x in alone if x.first is root)
-            stragglers: list[int] = []
-            if root.rule.spec.missing_rank_is_root:
-                reporters = set(self._ranks(g.refs.values()))
-                missing = [r for r in all_ranks if r not in reporters]
-                if reporters and 0 < len(missing) <= max(1, len(all_ranks) // 8):
-                    stragglers = missing
-            return root, stragglers
+            return root, self._stragglers(g, all_ranks)
         return self._earliest([g.first for g in self.symptoms.values()]), []
+
+    def _stragglers(self, g: _Group, all_ranks: list[int]) -> list[int]:
+        """The few known ranks that did not report what (nearly) all others did."""
+        if not g.first.rule.spec.missing_rank_is_root:
+            return []
+        reporters = set(self._ranks(g.refs.values()))
+        missing = [r for r in all_ranks if r not in reporters]
+        if reporters and 0 < len(missing) <= max(1, len(all_ranks) // 8):
+            return missing
+        return []
+
+    def _deferred(self, root: Finding, all_ranks: list[int]) -> Optional[tuple[Finding, list[int]]]:
+        """A cause that only ends a straggler (Slurm killing the hung rank after everyone
+        else timed out waiting for it) yields to the straggler finding."""
+        if not root.rule.spec.defer_to_straggler:
+            return None
+        own = set(self._ranks(root.refs))
+        for g in self.symptoms.values():
+            stragglers = self._stragglers(g, all_ranks)
+            if stragglers and own and own <= set(stragglers) and self._before(g.first, root):
+                return g.first, stragglers
+        return None
+
+    def _named_elsewhere(self, root: Finding) -> Optional[tuple[int, Finding]]:
+        """The one rank that other evidence of this failure names: findings of the same
+        category, or processes that exited with an error. None when they name 0 or 2+."""
+        found: dict[int, Finding] = {}
+        for f in self.causes + self.exits:
+            if f is root or (f.rule.category != root.rule.category and f.rule.category != "unknown"):
+                continue
+            for r in self._ranks(f.refs):
+                found.setdefault(r, f)
+        if len(found) == 1:
+            return next(iter(found.items()))
+        return None
 
     def _group_key(self, f: Finding) -> tuple:
         return (f.rule.id, MASK.sub("#", f.message()))
 
-    def _root_model(self, root: Finding, promoted: bool, total: int, all_ranks: list[int], rank_host: dict[int, str], stragglers: list[int]):
+    def _root_model(self, root: Finding, promoted: bool, total: int, all_ranks: list[int], rank_host: dict[int, str], stragglers: list[int], ended_by: Optional[Finding] = None):
         key = self._group_key(root)
         group = [f for f in self.causes if self._group_key(f) == key] if not promoted else [root]
         ranks = self._ranks(r for f in group for r in f.refs)
@@ -303,6 +377,16 @@ class Analyzer:
             )
             ranks = stragglers
             rank = stragglers[0]
+            if ended_by is not None:
+                evidence.append(f"then {self._src(ended_by)}: {ended_by.message()[:200]}")
+        if rank is None and not stragglers and len(group) == 1:
+            # the error text names no rank (printed before torch set up its prefix, or by
+            # native code): take it from the exit evidence when that names exactly one
+            named = self._named_elsewhere(root)
+            if named is not None:
+                rank, by = named
+                ranks = [rank]
+                evidence.append(f"rank {rank} from {self._src(by)}: {by.message()[:200]}")
         node = root.node or (rank_host.get(rank) if rank is not None else None)
         rule = root.rule
         caps = dict(root.captures)
@@ -347,6 +431,7 @@ class Analyzer:
             frame=frame,
             processes=processes,
             stragglers=tuple(stragglers),
+            job_level=rank is None and not ranks and rule.spec.attribution == "text",
         )
         return model, key
 
@@ -431,6 +516,8 @@ class Analyzer:
             agrees: Optional[bool] = None
             if root is not None and rank is not None and root.rank is not None:
                 agrees = rank == root.rank or rank in root.ranks
+                if root.promoted and not agrees:
+                    agrees = None  # no error text in the log to hold against the launcher
             sig = EXIT_SIGNALS.get(exitcode or 0)
             what = f"exitcode {exitcode}" + (f" ({sig})" if sig else "") if exitcode is not None else "unknown exit"
             if agrees is False:
@@ -454,9 +541,11 @@ class Analyzer:
             who = f"rank {root.rank}"
         elif root.processes > 1:
             who = f"{root.processes} processes alike (ranks not shown in the log)"
+        elif root.job_level:
+            who = "the whole job"
         else:
             who = "an unknown rank"
-        where = f" on {root.node}" if root.node else ""
+        where = (f" ({root.node})" if root.job_level else f" on {root.node}") if root.node else ""
         head = f"{root.category} on {who}{where} at {root.source}"
         if root.promoted:
             head = f"No root-cause error found; earliest failure evidence: {head}"

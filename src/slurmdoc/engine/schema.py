@@ -83,6 +83,7 @@ class RuleSpec(_Strict):
     launcher_verdict: bool = False
     known_ranks: Optional[str] = None
     missing_rank_is_root: bool = False
+    defer_to_straggler: bool = False
     remediation: RemediationSpec
     examples: Examples
     description: Optional[str] = None

@@ -36,6 +36,11 @@ ISO_TS = re.compile(
 LEADING_TS_BEFORE_RANK = re.compile(r"\[?\d{4}-\d\d-\d\d[T _][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s*$")
 
 _TS_START = frozenset("[0123456789IWEF")
+# what may stand before a [rankN]: prefix and still be a prefix: a launcher's tag such as
+# NeMo's `i.pretrain/0` or `<name>.<host> [stderr]`
+TAG_SHAPE = re.compile(r"[\w.\-/<>@]+(?: \[(?:stdout|stderr)\])?")
+TB_HEADER_TEXT = "Traceback (most recent call last):"
+NOT_GLUED_TB = ("Original ", "Exception Group ", "traceback : ", "+ ")
 SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ", "srun: error")
 LAUNCHER_MARKS = (
     "torch/distributed/elastic/",
@@ -53,10 +58,15 @@ def _frac(s: Optional[str]) -> int:
     return int((s + "000000")[:6])
 
 
+NEMO_TS = re.compile(r"\[NeMo [A-Z] ")
+
+
 def parse_ts(text: str, year: int) -> Optional[datetime]:
-    """A timestamp at the start of `text` (glog or ISO-like), or None."""
+    """A timestamp at the start of `text` (glog or ISO-like, NeMo's `[NeMo I <ISO>`), or None."""
     if not text or text[0] not in _TS_START:
         return None
+    if text.startswith("[NeMo ") and NEMO_TS.match(text):
+        text = text[8:]
     m = ISO_TS.match(text)
     if m:
         try:
@@ -103,11 +113,66 @@ def classify_origin(text: str) -> Optional[str]:
     return None
 
 
+def _is_prefix_head(pre: str) -> bool:
+    """Can `pre` stand before a [rankN]:/[defaultN]: chain as part of the line's prefix?"""
+    return bool(
+        LEADING_TS_BEFORE_RANK.match(pre)
+        or ACCEL.fullmatch(pre)
+        or (pre.endswith(":") and HOST_ONLY.fullmatch(pre[:-1]))
+        or TAG_SHAPE.fullmatch(pre)
+    )
+
+
 class PrefixParser:
     """Stateless per line, except for the year used to date glog timestamps."""
 
     def __init__(self, year: int) -> None:
         self.year = year
+        self.month: Optional[int] = None  # of the latest full timestamp, once one is seen
+
+    def _date(self, ts: datetime, text: str) -> datetime:
+        """Keep the year of the latest full timestamp; give it to year-less glog times."""
+        if text[:1] in "IWEF" or text[:2] in ("[I", "[W", "[E", "[F"):
+            if GLOG_TS.match(text) and not ISO_TS.match(text.lstrip("[")):
+                if self.month is not None and ts.month > self.month + 6:
+                    return ts.replace(year=self.year - 1)  # December glog line, January ISO line
+                return ts
+        self.year, self.month = ts.year, ts.month
+        return ts
+
+    def split_glued(self, raw: str) -> list[str]:
+        """Cut a physical line where a second record was glued onto the first.
+
+        Progress bars print without a newline, so the next record lands on the same line:
+        `...| 12/100 [00:12<01:30][rank1]:Traceback (most recent call last):`. The cuts are
+        where a rank prefix follows text that is not a prefix, or where a traceback header
+        follows other text; the pieces concatenate back to `raw`.
+        """
+        pieces: list[str] = []
+        while True:
+            cut = self._glue_point(raw)
+            if cut is None:
+                pieces.append(raw)
+                return pieces
+            pieces.append(raw[:cut])
+            raw = raw[cut:]
+
+    def _glue_point(self, raw: str) -> Optional[int]:
+        m = SRUN_LABEL.match(raw)
+        pos = m.end() if m else 0
+        if "[rank" in raw or "[default" in raw:
+            m = RANK_CHAIN.search(raw, pos, pos + 200)
+            if m and m.start() > pos:
+                pre = raw[pos : m.start()].strip()
+                if pre and not _is_prefix_head(pre):
+                    return m.start()
+        i = raw.find(TB_HEADER_TEXT, 1)
+        if i > 0 and not raw[:i].endswith(NOT_GLUED_TB):
+            ll = self.parse(SourceInfo(index=0, path=""), 0, raw)
+            head = ll.text[: len(ll.text) - (len(raw) - i)]
+            if head.strip():
+                return i
+        return None
 
     def parse(self, src: SourceInfo, lineno: int, raw: str, inherit: Optional[LogLine] = None) -> LogLine:
         pos = 0
@@ -177,6 +242,8 @@ class PrefixParser:
         text = raw[pos:]
         if ts is None:
             ts = parse_ts(text, self.year)
+        if ts is not None:
+            ts = self._date(ts, text)
 
         if inherit is not None and pos == 0:
             # a `\r` segment with no prefix of its own belongs to the line it is part of
@@ -196,11 +263,13 @@ class PrefixParser:
                 origin = "rank"
             else:
                 origin = "unknown"
+            hinted = False
             if rank is None and local is None and label is None and src.rank_hint is not None:
+                hinted = True
                 if src.rank_hint_local:
                     local = src.rank_hint
                 else:
                     rank = src.rank_hint
-            who = RankRef(src.index, label=label, rank=rank, local=local, node_index=src.node_index_hint)
-            stream = (src.index, origin, label, rank, local, host, tag)
+            who = RankRef(src.index, label=label, rank=rank, local=local, node_index=src.node_index_hint, hinted=hinted)
+            stream = (src.index, origin, label, rank, local, host, tag, hinted)
         return LogLine(src.index, lineno, raw, pos, text, origin, who, host, tag, ts, stream)  # type: ignore[arg-type]

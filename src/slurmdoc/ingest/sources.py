@@ -162,7 +162,12 @@ def looks_binary(head: bytes) -> bool:
     if head.count(b"\x00") > len(head) // 100 + 1:
         return True
     text_bytes = sum(1 for b in head if b >= 0x20 or b in (9, 10, 12, 13, 27, 8))
-    return text_bytes < 0.85 * len(head)
+    if text_bytes < 0.85 * len(head):
+        return True
+    # random or compressed data is mostly printable bytes but not UTF-8 (nor a legacy
+    # single-byte text, where the odd accented letter stays well under this share)
+    bad = head.decode("utf-8", "replace").count("\ufffd")
+    return bad > 16 and bad > len(head) // 10
 
 
 def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None) -> Iterator[tuple[int, str]]:

@@ -27,7 +27,9 @@ def _who(d: Diagnosis) -> str:
     assert rc is not None
     if len(rc.ranks) > 1:
         return describe(rc.ranks, d.ranks_seen)
-    return f"rank {rc.rank}" if rc.rank is not None else "unknown rank"
+    if rc.rank is not None:
+        return f"rank {rc.rank}"
+    return "the whole job" if rc.job_level else "unknown rank"
 
 
 def render(d: Diagnosis, console: Console) -> None:
