@@ -157,10 +157,13 @@ class PrefixParser:
             pieces.append(raw[:cut])
             raw = raw[cut:]
 
+    def glued(self, raw: str) -> bool:
+        return self._glue_point(raw) is not None
+
     def _glue_point(self, raw: str) -> Optional[int]:
         m = SRUN_LABEL.match(raw)
         pos = m.end() if m else 0
-        if "[rank" in raw or "[default" in raw:
+        if ("[rank" in raw or "[default" in raw) and not raw.startswith(("[rank", "[default"), pos):
             m = RANK_CHAIN.search(raw, pos, pos + 200)
             if m and m.start() > pos:
                 pre = raw[pos : m.start()].strip()
