@@ -211,3 +211,28 @@ def test_error_glued_to_a_tqdm_bar_after_carriage_returns(write):
     text = "[rank0]: 10%|#         | 1/10 [00:01<00:09]\r[rank0]: 20%|##        | 2/10 [00:02<00:08]torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n"
     d = diagnose([write("t.log", text)])
     assert d.root_cause.category == "cuda_oom" and d.root_cause.rank == 0
+
+
+def test_memory_does_not_grow_with_log_length(tmp_path):
+    # the same 64-rank job, 1x and 8x as long: peak Python memory must stay flat
+    import tracemalloc
+
+    def make(name: str, steps: int) -> str:
+        p = tmp_path / name
+        with open(p, "w") as f:
+            for step in range(steps):
+                for r in range(64):
+                    f.write(f"{r:>2}: [rank{r}]:[I1121 10:00:{step % 60:02d}.000000 1 train.py:9] iteration {step} | lm loss: 2.3 | grad norm: 0.8\n")
+            f.write("13: [rank13]: Traceback (most recent call last):\n13: [rank13]:   File \"t.py\", line 1, in <module>\n")
+            f.write(f"13: [rank13]: {OOM}\n")
+        return str(p)
+
+    peaks = []
+    for name, steps in (("short.log", 50), ("long.log", 400)):
+        path = make(name, steps)
+        tracemalloc.start()
+        d = diagnose([path])
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert d.root_cause.rank == 13
+    assert peaks[1] < peaks[0] * 1.5 + (256 << 10), peaks
