@@ -52,12 +52,12 @@ def _root(
     pass
 
 
-@app.command()
+@app.command(epilog="Exit codes: 0 no failure found, 1 failure found, 2 usage error or unreadable input, 3 invalid rule pack.")
 def diagnose(
-    paths: List[str] = typer.Argument(..., help="Log files, directories, globs, or - for stdin (.gz read transparently)."),
-    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="text (terminal), json (the contract), markdown (for a ticket)."),
-    rules: List[str] = typer.Option([], "--rules", "-r", help="Extra rule directory (repeatable); same id overrides a bundled rule."),
-    skew: float = typer.Option(1.0, "--skew", min=0.0, help="Clock skew (seconds) tolerated between nodes when ordering failures."),
+    paths: List[str] = typer.Argument(..., metavar="PATH", help="Log files, directories, globs, or - for stdin (.gz read transparently)."),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal), json (the contract), markdown (for a ticket)."),
+    rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="Extra rule directory (repeatable); same id overrides a bundled rule."),
+    skew: float = typer.Option(1.0, "--skew", min=0.0, metavar="SECONDS", help="Clock skew tolerated between nodes when ordering failures."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr (default: on for large inputs on a terminal)."),
 ) -> None:
     """Name the root-cause failure of a job log, its rank and node, the symptoms it caused, and a fix."""
