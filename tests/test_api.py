@@ -236,3 +236,25 @@ def test_memory_does_not_grow_with_log_length(tmp_path):
         tracemalloc.stop()
         assert d.root_cause.rank == 13
     assert peaks[1] < peaks[0] * 1.5 + (256 << 10), peaks
+
+
+def test_a_torchrun_summary_alone_is_a_failure(write):
+    text = "\n".join(
+        [
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+            "============================================================",
+            "train.py FAILED",
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2025-03-01_12:05:02",
+            "  host      : node-3",
+            "  rank      : 5 (local_rank: 1)",
+            "  exitcode  : 1 (pid: 1234)",
+            "  error_file: <N/A>",
+            "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+            "============================================================",
+        ]
+    )
+    d = diagnose([write("summary.log", "Traceback (most recent call last):\n  File \"/usr/bin/torchrun\", line 8, in <module>\n" + text)])
+    assert d.status == "failed" and d.root_cause.rank == 5 and d.root_cause.promoted

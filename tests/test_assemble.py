@@ -134,3 +134,16 @@ def test_origin_of_a_chain_is_its_first_exception():
     text = TB.replace("ValueError: bad", "KeyError: 'k'") + "\n\nThe above exception was the direct cause of the following exception:\n\n" + TB
     (ev,) = events(text)
     assert ev.lines[ev.origin()] == "KeyError: 'k'"
+
+
+def test_truncating_a_long_chain_keeps_its_first_exception():
+    frames = lambda n: "\n".join(f'  File "f.py", line {i}, in g' for i in range(n))  # noqa: E731
+    text = (
+        "Traceback (most recent call last):\n" + frames(55) + "\ntorch.OutOfMemoryError: CUDA out of memory.\n\n"
+        "The above exception was the direct cause of the following exception:\n\n"
+        "Traceback (most recent call last):\n" + frames(600) + "\nRuntimeError: step failed"
+    )
+    (ev,) = events(text)
+    assert len(ev.lines) <= 400
+    assert ev.lines[ev.origin()] == "torch.OutOfMemoryError: CUDA out of memory."
+    assert ev.lines[ev.exception_idx[-1]] == "RuntimeError: step failed"

@@ -136,3 +136,20 @@ def test_timestamps(text, expected):
 def test_glued_records_are_split(raw, pieces):
     got = P.split_glued(raw)
     assert got == pieces and "".join(got) == raw
+
+
+def test_record_glued_after_a_prefixed_progress_bar_is_split():
+    raw = "[rank0]: 12%|#         | 12/100 [00:12<01:30][rank1]:Traceback (most recent call last):"
+    assert P.split_glued(raw) == ["[rank0]: 12%|#         | 12/100 [00:12<01:30]", "[rank1]:Traceback (most recent call last):"]
+
+
+def test_file_names_and_epoch_stamps_are_not_hosts_or_streams():
+    ll = parse("train_llama3.py: error: unrecognized arguments: --foo")
+    assert ll.node is None and ll.text.startswith("train_llama3.py:")
+    a = parse("1711000000.001 [rank0]: Traceback (most recent call last):")
+    b = parse("1711000000.002 [rank0]:   File \"t.py\", line 1, in <module>")
+    assert a.stream == b.stream and a.who.rank == 0
+
+
+def test_timestamp_overflow_is_no_timestamp():
+    assert parse_ts("0001-01-01T00:10:00+05:00 x", 2025) is None

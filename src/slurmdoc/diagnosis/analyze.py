@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Optional
 
-from slurmdoc.diagnosis.ranks import describe, parse_tasks, ranges
+from slurmdoc.diagnosis.ranks import describe, parse_tasks, ranges, to_int
 from slurmdoc.engine.loader import Rule
 from slurmdoc.engine.matcher import Match
 from slurmdoc.models import (
@@ -41,7 +41,6 @@ class Finding:
     line_index: int
     refs: list[RankRef]  # who it is about; several for srun task lists
     node: Optional[str]
-    merged: int = 1
 
     @property
     def ts(self) -> Optional[datetime]:
@@ -113,7 +112,6 @@ class Analyzer:
         if prev is not None and prev.rule is rule and event.kind == "line" and prev.event.kind == "line":
             # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
             # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
-            prev.merged += 1
             refs = self._refs(event, match)
             known = {r.key() for r in prev.refs}
             prev.refs.extend(r for r in refs if r.key() not in known)
@@ -127,9 +125,10 @@ class Analyzer:
         caps = match.captures
         who = event.first.who
         node_idx = who.label if who.label is not None else who.node_index
-        if node_idx is not None and caps.get("rank", "").isdigit() and caps.get("local_rank", "").isdigit():
+        grank, lrank = to_int(caps.get("rank")), to_int(caps.get("local_rank"))
+        if node_idx is not None and grank is not None and lrank is not None and len(self.placements) < 100_000:
             # a launcher summary says which global rank a node's local rank was
-            self.placements[(event.first.source, node_idx, int(caps["local_rank"]))] = int(caps["rank"])
+            self.placements[(event.first.source, node_idx, lrank)] = grank
         if match.known_ranks and len(self.known_ranks) < 1_000_000:
             self.known_ranks.update(match.known_ranks)
         self.categories.setdefault(rule.category, f)
@@ -148,11 +147,13 @@ class Analyzer:
                 g.refs.setdefault(r.key(), r)
             if f.node:
                 g.nodes.add(f.node)
-            if rule.category == "unknown" and len(self.exits) < 1000:
+            if rule.spec.exit_evidence and len(self.exits) < 1000:
                 self.exits.append(f)
         else:
             if len(self.contexts) < 1000:
                 self.contexts.append(f)
+            if rule.spec.exit_evidence and len(self.exits) < 1000 and self._nonzero(f):
+                self.exits.append(f)
 
     def _refs(self, event: Event, match: Match) -> list[RankRef]:
         who = event.first.who
@@ -162,10 +163,10 @@ class Analyzer:
             # srun task ids live in the same space as srun --label: global ranks for
             # srun-native launches, node indexes when srun starts one torchrun per node
             return [RankRef(src, label=t) for t in parse_tasks(caps["tasks"])[:100_000]]
-        if "rank" in caps and caps["rank"].lstrip("-").isdigit():
-            return [RankRef(src, rank=int(caps["rank"]))]
-        if "local_rank" in caps and caps["local_rank"].isdigit():
-            return [RankRef(src, label=who.label, local=int(caps["local_rank"]), node_index=who.node_index)]
+        if (rank := to_int(caps.get("rank"))) is not None and rank >= 0:
+            return [RankRef(src, rank=rank)]
+        if (local := to_int(caps.get("local_rank"))) is not None and local >= 0:
+            return [RankRef(src, label=who.label, local=local, node_index=who.node_index)]
         if match.rule.spec.attribution == "text" or event.first.origin in ("launcher", "scheduler"):
             return []
         return [who]
@@ -275,7 +276,7 @@ class Analyzer:
                 ended_by = root
                 root, stragglers = deferred
                 promoted = True
-        elif self.symptoms:
+        elif self.symptoms or self.exits:
             root, stragglers = self._promote(all_ranks)
             promoted = True
 
@@ -312,17 +313,22 @@ class Analyzer:
         """
         echoed: set[int] = set()
         for g in self.symptoms.values():
-            if g.first.rule.category != "unknown":
+            if not g.first.rule.spec.exit_evidence:
                 echoed.update(self._ranks(g.refs.values()))
         silent = [f for f in self.exits if (rs := self._ranks(f.refs)) and not set(rs) & echoed]
         if silent:
-            return self._earliest(silent), []
-        alone = [g for g in self.symptoms.values() if g.first.rule.spec.root_if_alone and g.first.rule.category != "unknown"]
+            # the exit line itself before a launcher's summary that repeats it
+            lines = [f for f in silent if f.rule.role != "context"]
+            return self._earliest(lines or silent), []
+        alone = [g for g in self.symptoms.values() if g.first.rule.spec.root_if_alone and not g.first.rule.spec.exit_evidence]
         if alone:
             root = self._earliest([g.first for g in alone])
             g = next(x for x in alone if x.first is root)
             return root, self._stragglers(g, all_ranks)
-        return self._earliest([g.first for g in self.symptoms.values()]), []
+        if self.symptoms:
+            return self._earliest([g.first for g in self.symptoms.values()]), []
+        # nothing but a launcher's summary of non-zero exits (e.g. only torchrun's output)
+        return self._earliest(self.exits), []
 
     def _stragglers(self, g: _Group, all_ranks: list[int]) -> list[int]:
         """The few known ranks that did not report what (nearly) all others did."""
@@ -351,13 +357,18 @@ class Analyzer:
         category, or processes that exited with an error. None when they name 0 or 2+."""
         found: dict[int, Finding] = {}
         for f in self.causes + self.exits:
-            if f is root or (f.rule.category != root.rule.category and f.rule.category != "unknown"):
+            if f is root or (f.rule.category != root.rule.category and not f.rule.spec.exit_evidence):
                 continue
             for r in self._ranks(f.refs):
                 found.setdefault(r, f)
         if len(found) == 1:
             return next(iter(found.items()))
         return None
+
+    @staticmethod
+    def _nonzero(f: Finding) -> bool:
+        code = f.captures.get("exitcode", "")
+        return to_int(code) not in (None, 0)
 
     def _group_key(self, f: Finding) -> tuple:
         return (f.rule.id, MASK.sub("#", f.message()))
@@ -410,7 +421,7 @@ class Analyzer:
         if not ranks and processes > 1 and processes == total:
             ranks = list(all_ranks)  # as many identical failures as the job has ranks: all of them
         ev = root.event
-        tb = tuple(ev.lines) if ev.kind == "traceback" else tuple(ev.lines)
+        tb = tuple(ev.lines)
         model = RootCause(
             category=rule.category,
             rule_id=rule.id,
@@ -485,7 +496,7 @@ class Analyzer:
         for rid, g in groups:
             ranks = self._ranks(g.refs.values())
             f = g.first
-            if f.rule.category == "unknown" and ranks and set(ranks) <= root_ranks:
+            if f.rule.spec.exit_evidence and ranks and set(ranks) <= root_ranks:
                 continue  # the root rank's own exit status, reported by its launcher
             out.append(
                 Symptom(
@@ -512,7 +523,7 @@ class Analyzer:
             ranks = self._ranks(f.refs)
             rank = ranks[0] if ranks else None
             code = f.captures.get("exitcode")
-            exitcode = int(code) if code and code.lstrip("-").isdigit() else None
+            exitcode = to_int(code)
             agrees: Optional[bool] = None
             if root is not None and rank is not None and root.rank is not None:
                 agrees = rank == root.rank or rank in root.ranks

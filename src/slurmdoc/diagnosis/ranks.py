@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+import re
+from typing import Iterable, Optional
 
 MAX_TASKS = 1_000_000
+_INT = re.compile(r"-?[0-9]{1,12}")
+
+
+def to_int(text: Optional[str]) -> Optional[int]:
+    """An ASCII integer, or None (captures from user rules may hold any text, e.g. '²')."""
+    if text and _INT.fullmatch(text):
+        return int(text)
+    return None
 
 
 def parse_tasks(spec: str) -> list[int]:
@@ -15,12 +24,11 @@ def parse_tasks(spec: str) -> list[int]:
             continue
         if "-" in part:
             a, _, b = part.partition("-")
-            if a.isdigit() and b.isdigit():
-                lo, hi = int(a), int(b)
-                if lo <= hi and hi - lo < MAX_TASKS:
-                    out.extend(range(lo, hi + 1))
-        elif part.isdigit():
-            out.append(int(part))
+            lo, hi = to_int(a), to_int(b)
+            if lo is not None and hi is not None and 0 <= lo <= hi and hi - lo < MAX_TASKS:
+                out.extend(range(lo, hi + 1))
+        elif (n := to_int(part)) is not None and n >= 0:
+            out.append(n)
     return out
 
 

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from slurmdoc.diagnosis.ranks import to_int
 from slurmdoc.engine.loader import MATCH_TIMEOUT, Rule, Rulebook
 from slurmdoc.models import Event
 
@@ -92,7 +93,7 @@ class Matcher:
         if rule.known_ranks is None:
             return ()
         try:
-            found = {int(m.group(1)) for m in rule.known_ranks.finditer(text, timeout=MATCH_TIMEOUT) if m.group(1) and m.group(1).isdigit()}  # type: ignore[attr-defined]
+            found = {n for m in rule.known_ranks.finditer(text, timeout=MATCH_TIMEOUT) if (n := to_int(m.group(1))) is not None and n >= 0}  # type: ignore[attr-defined]
         except TimeoutError:
             return ()
         return tuple(sorted(found))

@@ -30,14 +30,6 @@ CATEGORIES = (
     "unknown",
 )
 
-# Capture-group names with a meaning to the engine (any other name is just a value).
-SPECIAL_GROUPS = {
-    "rank": "the global rank the text names (launcher and scheduler lines)",
-    "local_rank": "a local rank the text names; made global with the node index",
-    "tasks": "an srun task list like 2,4-5,7 (global ranks)",
-    "node": "the host the text names",
-    "exitcode": "a process exit code (negative: killed by that signal)",
-}
 BUILTIN_PLACEHOLDERS = ("rank", "ranks", "node", "source", "message", "count", "frame", "stragglers", "reporters")
 
 
@@ -84,6 +76,12 @@ class RuleSpec(_Strict):
     known_ranks: Optional[str] = None
     missing_rank_is_root: bool = False
     defer_to_straggler: bool = False
+    exit_evidence: bool = False
+
+    @field_validator("exclude", "refine_with", "keywords", "patterns", mode="before")
+    @classmethod
+    def _null_is_empty(cls, v):
+        return [] if v is None else v  # `exclude:` with nothing after it
     remediation: RemediationSpec
     examples: Examples
     description: Optional[str] = None

@@ -96,11 +96,17 @@ class Assembler:
 
     def _append(self, ev: Event, line: LogLine) -> None:
         if len(ev.lines) >= MAX_EVENT_LINES:
-            # keep the head (first frames) and the most recent lines (exception, tail)
+            # drop the oldest frame line after the head, never an exception line: long
+            # chains keep the exception they started with and the ones that followed
+            keep = set(ev.exception_idx)
             cut = MAX_EVENT_LINES // 4
+            while cut in keep and cut < len(ev.lines) - 1:
+                cut += 1
             del ev.lines[cut]
             del ev.linenos[cut]
-            ev.exception_idx = [i - 1 if i > cut else i for i in ev.exception_idx if i != cut]
+            ev.exception_idx = [i - 1 if i > cut else i for i in ev.exception_idx]
+            if ev.origin_idx > cut:
+                ev.origin_idx -= 1
             ev.truncated += 1
         ev.lines.append(line.text)
         ev.linenos.append(line.lineno)

@@ -23,7 +23,7 @@ CHAIN_ITEM = re.compile(r"\[(rank|default)(\d{1,7})\]:")
 ACCEL = re.compile(r"\[([A-Za-z0-9][\w.\-]*):(\d{1,5})\]: ?")
 # a host name or IPv4 address used as a line prefix: must end in a digit (node-12, gpu003,
 # 10.0.0.3) so that `RuntimeError: ...` or `c10d: ...` are not taken for hosts
-HOST_NAME = r"(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w\-]*\d(?:\.[\w\-]+)*"
+HOST_NAME = r"(?:\d{1,3}\.){3}\d{1,3}|(?![\w.\-]*\.(?:py|log|out|err|txt|sh|yaml|json)\b)[A-Za-z][A-Za-z0-9\-]*\d(?:\.[A-Za-z0-9\-]+)*"
 HOST = re.compile(rf"({HOST_NAME}): (?=\S)")
 HOST_ONLY = re.compile(HOST_NAME)
 RAY = re.compile(r"\((\w[\w.:\-]*) pid=(\d+)(?:, ip=([\d.]+))?\) ")
@@ -77,7 +77,10 @@ def parse_ts(text: str, year: int) -> Optional[datetime]:
         if tz and tz != "Z":
             sign = 1 if tz[0] == "+" else -1
             hh, mm = int(tz[1:3]), int(tz[-2:])
-            dt -= sign * timedelta(hours=hh, minutes=mm)
+            try:
+                dt -= sign * timedelta(hours=hh, minutes=mm)
+            except OverflowError:
+                return None
         return dt
     m = GLOG_TS.match(text)
     if m:
@@ -163,15 +166,26 @@ class PrefixParser:
     def _glue_point(self, raw: str) -> Optional[int]:
         m = SRUN_LABEL.match(raw)
         pos = m.end() if m else 0
-        if ("[rank" in raw or "[default" in raw) and not raw.startswith(("[rank", "[default"), pos):
-            m = RANK_CHAIN.search(raw, pos, pos + 200)
-            if m and m.start() > pos:
-                pre = raw[pos : m.start()].strip()
-                if pre and not _is_prefix_head(pre):
-                    return m.start()
+        if "[rank" in raw or "[default" in raw:
+            if raw.startswith(("[rank", "[default"), pos):
+                # the line starts with its own prefix: a second chain later in it is a
+                # record glued on (`[rank0]: 12%|#| 12/100 [..][rank1]:Traceback ...`)
+                first = RANK_CHAIN.match(raw, pos)
+                if first is not None:
+                    m = RANK_CHAIN.search(raw, first.end())
+                    if m is not None and raw[first.end() : m.start()].strip():
+                        return m.start()
+            else:
+                m = RANK_CHAIN.search(raw, pos, pos + 200)
+                if m and m.start() > pos:
+                    pre = raw[pos : m.start()].strip()
+                    if pre and not _is_prefix_head(pre):
+                        return m.start()
         i = raw.find(TB_HEADER_TEXT, 1)
         if i > 0 and not raw[:i].endswith(NOT_GLUED_TB):
+            year, month = self.year, self.month
             ll = self.parse(SourceInfo(index=0, path=""), 0, raw)
+            self.year, self.month = year, month  # a look-ahead must not date later lines
             head = ll.text[: len(ll.text) - (len(raw) - i)]
             if head.strip():
                 return i
@@ -274,5 +288,10 @@ class PrefixParser:
                 else:
                     rank = src.rank_hint
             who = RankRef(src.index, label=label, rank=rank, local=local, node_index=src.node_index_hint, hinted=hinted)
-            stream = (src.index, origin, label, rank, local, host, tag, hinted)
+            if rank is not None or local is not None:
+                # the rank prefix identifies the printer; words before it (a per-line
+                # timestamp, a host) must not split one rank's lines into many streams
+                stream = (src.index, origin, label, rank, local, None, None, hinted)
+            else:
+                stream = (src.index, origin, label, rank, local, host, tag, hinted)
         return LogLine(src.index, lineno, raw, pos, text, origin, who, host, tag, ts, stream)  # type: ignore[arg-type]
