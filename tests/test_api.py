@@ -258,3 +258,11 @@ def test_a_torchrun_summary_alone_is_a_failure(write):
     )
     d = diagnose([write("summary.log", "Traceback (most recent call last):\n  File \"/usr/bin/torchrun\", line 8, in <module>\n" + text)])
     assert d.status == "failed" and d.root_cause.rank == 5 and d.root_cause.promoted
+
+
+def test_remediation_leaves_out_what_the_log_does_not_say(write):
+    d = diagnose([write("oom.log", "[rank4]: RuntimeError: CUDA error: out of memory\n")])
+    assert d.root_cause.remediation_parts.summary == "Rank 4 ran out of GPU memory."
+    d = diagnose([write("bare.log", "Traceback (most recent call last):\n  File \"t.py\", line 3, in f\n    assert ok\nAssertionError\n")])
+    assert d.root_cause.remediation_parts.summary == "A process (rank unknown) raised AssertionError"
+    assert "?" not in d.root_cause.remediation

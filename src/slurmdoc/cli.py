@@ -57,11 +57,17 @@ def diagnose(
     paths: List[str] = typer.Argument(..., metavar="PATH", help="Log files, directories, globs, or - for stdin (.gz read transparently)."),
     fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal), json (the contract), markdown (for a ticket)."),
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="Extra rule directory (repeatable); same id overrides a bundled rule."),
-    skew: float = typer.Option(1.0, "--skew", min=0.0, metavar="SECONDS", help="Clock skew tolerated between nodes when ordering failures."),
+    skew: float = typer.Option(1.0, "--skew", min=0.0, max=86400.0, metavar="SECONDS", help="Clock skew tolerated between nodes when ordering failures."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr (default: on for large inputs on a terminal)."),
 ) -> None:
     """Name the root-cause failure of a job log, its rank and node, the symptoms it caused, and a fix."""
     from slurmdoc.api import diagnose as run
+
+    for stream in (sys.stdout, sys.stderr):
+        try:  # a report must not die on a terminal that cannot show a character
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
 
     try:
         total = _total_size(paths)

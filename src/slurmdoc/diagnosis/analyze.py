@@ -30,6 +30,7 @@ from slurmdoc.models import (
 MAX_CAUSES = 20_000
 FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
+OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
 EXIT_SIGNALS = {-9: "SIGKILL", -15: "SIGTERM", -6: "SIGABRT", -11: "SIGSEGV", -7: "SIGBUS"}
 
 
@@ -98,6 +99,7 @@ class Analyzer:
         self.known_ranks: set[int] = set()  # ranks the text shows exist (launcher summaries)
         self.exits: list[Finding] = []  # unexplained-exit symptoms (category unknown), capped
         self.placements: dict[tuple[int, int, int], int] = {}  # (source, node index, local rank) -> rank
+        self._total = 0
         self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
 
     # ---- streaming -------------------------------------------------------------
@@ -258,6 +260,7 @@ class Analyzer:
         self._layout()
         all_ranks = sorted(set(self._ranks(self.seen.values())) | self.known_ranks)
         total = len(all_ranks)
+        self._total = total
         rank_host: dict[int, str] = {}
         for f in self.causes + self.contexts + [g.first for g in self.symptoms.values()]:
             host = f.captures.get("node")
@@ -449,11 +452,9 @@ class Analyzer:
     def _src(self, f: Finding) -> str:
         return f"{self.sources[f.event.first.source].path}:{f.lineno()}"
 
-    @staticmethod
-    def _remediation(rule: Rule, caps: dict[str, str], **builtins) -> Remediation:
+    def _remediation(self, rule: Rule, caps: dict[str, str], **builtins) -> Remediation:
         values = {k: v for k, v in builtins.items() if v is not None and v != []}
-        if "ranks" in values:
-            values["ranks"] = ranges(values["ranks"])
+        values["ranks"] = describe(values["ranks"], self._total) if "ranks" in values else "a process (rank unknown)"
         values.update({k: v for k, v in caps.items() if v is not None})
 
         def fill(text: str, drop_if_missing: bool) -> Optional[str]:
@@ -470,10 +471,16 @@ class Analyzer:
                     out.append("?")
             return "".join(out).strip()
 
+        def fill_text(text: str) -> str:
+            # [[ ... ]] is left out when a placeholder inside it has no value
+            text = OPTIONAL.sub(lambda m: fill(m.group(1), True) is not None and m.group(1) or "", text)
+            done = fill(text, False) or ""
+            return done[:1].upper() + done[1:]
+
         spec = rule.spec.remediation
         fixes = [t for t in (fill(x, True) for x in spec.fix) if t]
         summary = spec.straggler if (spec.straggler and "stragglers" in values) else spec.summary
-        return Remediation(summary=fill(summary, False) or "", why=fill(spec.why, False) if spec.why else None, fix=tuple(fixes))
+        return Remediation(summary=fill_text(summary), why=fill_text(spec.why) if spec.why else None, fix=tuple(fixes))
 
     def _symptoms(self, root: Optional[Finding], root_key, root_ranks: set[int]) -> list[Symptom]:
         out: list[Symptom] = []

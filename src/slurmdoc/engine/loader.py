@@ -124,7 +124,8 @@ def _load_file(path: Path, pack: str) -> Rule:
             try:
                 c = regex.compile(p, flags)
             except regex.error as e:
-                raise RuleError(fname, stem, f"{fld}[{i}]", f"invalid regex: {e}")
+                line = _line_of(raw_text, fld)
+                raise RuleError(f"{fname}:{line}" if line else fname, stem, f"{fld}[{i}]", f"invalid regex: {e}")
             out.append(c)
             if fld == "patterns":
                 groups.update(c.groupindex)
@@ -173,12 +174,11 @@ def load_pack(directory: Path, pack: str) -> list[Rule]:
     return list(rules.values())
 
 
-def load_rulebook(extra_dirs: Optional[list[str]] = None, include_bundled: bool = True) -> Rulebook:
+def load_rulebook(extra_dirs: Optional[list[str]] = None) -> Rulebook:
     """The bundled pack, then each user directory in order; a later rule with the same id wins."""
     merged: dict[str, Rule] = {}
-    if include_bundled:
-        for r in load_pack(bundled_rules_dir(), "bundled"):
-            merged[r.id] = r
+    for r in load_pack(bundled_rules_dir(), "bundled"):
+        merged[r.id] = r
     for d in extra_dirs or []:
         for r in load_pack(Path(os.path.expanduser(d)), d):
             merged[r.id] = r

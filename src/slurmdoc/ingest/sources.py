@@ -85,7 +85,16 @@ def _walk(directory: str, warnings: list[str]) -> list[str]:
         dirs.sort()
         for name in sorted(files):
             if _is_log_name(name):
-                found.append(os.path.join(root, name))
+                path = os.path.join(root, name)
+                try:
+                    regular = stat.S_ISREG(os.stat(path).st_mode)
+                except OSError as e:
+                    warnings.append(f"{path}: skipped, {e.strerror}")
+                    continue
+                if regular:
+                    found.append(path)
+                else:
+                    warnings.append(f"{path}: skipped, not a regular file")
     return found
 
 
@@ -130,6 +139,8 @@ def _open_file(path: str) -> BinaryIO:
 
 
 def _open_stdin() -> BinaryIO:
+    if sys.stdin is None or sys.stdin.isatty():
+        raise InputError("-: standard input is a terminal, not a log", "pipe a log in, e.g. `cat job.log | slurmdoc diagnose -`")
     raw = sys.stdin.buffer
     buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
     if buffered.peek(2)[:2] == b"\x1f\x8b":
@@ -155,6 +166,27 @@ def make_inputs(paths: list[str], warnings: list[str]) -> list[Input]:
     return inputs
 
 
+class _Prefixed(io.RawIOBase):
+    """A stream that first returns bytes already read, then the rest of `f`."""
+
+    def __init__(self, head: bytes, f: BinaryIO) -> None:
+        self.head = head
+        self.f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        if self.head:
+            n = min(len(b), len(self.head))
+            b[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        data = self.f.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
 def looks_binary(head: bytes) -> bool:
     """True for data that is not a text log: NULs or mostly non-text bytes early on."""
     if not head:
@@ -170,14 +202,35 @@ def looks_binary(head: bytes) -> bool:
     return bad > 16 and bad > len(head) // 10
 
 
+MAX_LINE_WARNINGS = 3  # per file; the rest are counted
+
+
+def _utf16_lines(f: BinaryIO, name: str, warnings: list[str]) -> Iterator[tuple[int, str]]:
+    """A UTF-16 log (BOM first), e.g. written by PowerShell: decoded, still line by line."""
+    text = io.TextIOWrapper(f, encoding="utf-16", errors="replace", newline=None)  # type: ignore[arg-type]
+    lineno = 0
+    while True:
+        line = text.readline(MAX_LINE)
+        if not line:
+            return
+        lineno += 1
+        if not line.endswith("\n") and len(line) == MAX_LINE:
+            while (rest := text.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+        yield lineno, line.rstrip("\r\n")
+
+
 def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None) -> Iterator[tuple[int, str]]:
     """Yield (line number, decoded line without its newline). Damage becomes warnings."""
     name = inp.info.path
     try:
         f = inp.open()
+    except InputError:
+        raise
     except OSError as e:
         warnings.append(f"{name}: skipped, cannot open: {e.strerror or e}")
         return
+    long_lines = 0
     pending = 0  # bytes read but not yet reported (progress is reported per MiB, not per line)
     try:
         lineno = 0
@@ -196,6 +249,11 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
                 return
             if first:
                 first = False
+                if chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
+                    yield from _utf16_lines(io.BufferedReader(_Prefixed(chunk, f)), name, warnings)  # type: ignore[arg-type]
+                    return
+                if chunk.startswith(b"\xef\xbb\xbf"):
+                    chunk = chunk[3:]  # UTF-8 byte-order mark
                 if looks_binary(chunk[:SNIFF]):
                     warnings.append(f"{name}: skipped, binary data, not a text log")
                     return
@@ -214,7 +272,9 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
                     if not rest or rest.endswith(b"\n"):
                         break
                 lineno += 1
-                warnings.append(f"{name}:{lineno}: line longer than {MAX_LINE} bytes; kept its first {MAX_LINE} bytes, skipped {skipped}")
+                long_lines += 1
+                if long_lines <= MAX_LINE_WARNINGS:
+                    warnings.append(f"{name}:{lineno}: line longer than {MAX_LINE} bytes; kept its first {MAX_LINE} bytes, skipped {skipped}")
                 yield lineno, chunk.decode("utf-8", "replace")
                 continue
             lineno += 1
@@ -224,6 +284,8 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
                 chunk = chunk[:-1]
             yield lineno, chunk.decode("utf-8", "replace")
     finally:
+        if long_lines > MAX_LINE_WARNINGS:
+            warnings.append(f"{name}: {long_lines - MAX_LINE_WARNINGS} more lines longer than {MAX_LINE} bytes were cut")
         if on_bytes is not None and pending:
             on_bytes(pending)
         try:

@@ -1,5 +1,1 @@
-"""Renderers: one function per output format, each taking a Diagnosis."""
-
-from __future__ import annotations
-
-FORMATS = ("text", "json", "markdown")
+"""Renderers: one module per output format, each taking a Diagnosis."""

@@ -82,12 +82,12 @@ def render(d: Diagnosis, console: Console) -> None:
         t.add_column("what", overflow="fold")
         for s in d.symptoms:
             style = "red" if s.role == "cause" else None
-            t.add_row(s.category, s.rank_ranges or "-", str(s.count), s.first_source, s.title, style=style)
+            t.add_row(*(Text(x) for x in (s.category, s.rank_ranges or "-", str(s.count), s.first_source, s.title)), style=style)
         p(t)
     if d.launcher_verdicts:
         p()
         for v in d.launcher_verdicts:
             mark = "✗" if v.agrees is False else ("✓" if v.agrees else "•")
-            p(Text(f"{mark} torchrun summary at {v.source}: {v.note}", style="yellow" if v.agrees is False else "dim"))
+            p(Text(f"{mark} launcher summary at {v.source}: {v.note}", style="yellow" if v.agrees is False else "dim"))
     p()
     p(Text("VERDICT  ", style="bold") + Text(d.verdict))
