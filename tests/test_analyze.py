@@ -90,3 +90,22 @@ def test_a_hung_rank_killed_at_the_end_is_reported_as_the_straggler(write):
     # a SIGKILL with no hang before it stays a kill
     d = diagnose([write("k.log", "\n".join([f"{r}: step 1" for r in range(4)] + ["srun: error: n3: task 2: Killed"]))])
     assert d.root_cause.category == "killed" and d.root_cause.rank == 2
+
+
+def test_per_node_files_named_after_hosts_are_numbered_in_order(write):
+    tb5 = "\n".join(f"[default{l}]:step 1" for l in range(4)) + "\n" + "\n".join(
+        ["[default2]:Traceback (most recent call last):", '[default2]:  File "t.py", line 1, in <module>', "[default2]:KeyError: 'x'"]
+    )
+    a = write("pn/slurm-node017.out", "\n".join(f"[default{l}]:step 1" for l in range(4)))
+    b = write("pn/slurm-node018.out", tb5)
+    d = diagnose([a, b])
+    assert d.root_cause.rank == 6 and d.ranks_seen == 8
+
+
+def test_filtered_local_ranks_do_not_invent_global_ranks(write):
+    # --local-ranks-filter 0 on 2 nodes: only local rank 0 prints; local 0 of node 1 is not rank 1
+    lines = ["0: [default0]:step 1", "1: [default0]:step 1", "1: [default0]:Traceback (most recent call last):", '1: [default0]:  File "t.py", line 1, in <module>', "1: [default0]:KeyError: 'x'"]
+    # torchrun on node 1 reports local rank 3 too: there are more local ranks than printed
+    lines += ["1: E1121 10:00:00.1 1 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 3 (pid: 9) of binary: python"]
+    d = diagnose([write("f.log", "\n".join(lines))])
+    assert d.root_cause.category == "python_exception" and d.root_cause.rank is None

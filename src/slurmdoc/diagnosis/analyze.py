@@ -100,6 +100,7 @@ class Analyzer:
         self.exits: list[Finding] = []  # unexplained-exit symptoms (category unknown), capped
         self.placements: dict[tuple[int, int, int], int] = {}  # (source, node index, local rank) -> rank
         self._total = 0
+        self.named_locals: list[RankRef] = []
         self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
 
     # ---- streaming -------------------------------------------------------------
@@ -124,6 +125,9 @@ class Analyzer:
             return
         f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
         self._last[stream] = f
+        for r in f.refs:
+            if r.local is not None and len(self.named_locals) < 100_000:
+                self.named_locals.append(r)  # local ranks a launcher names count for the layout
         caps = match.captures
         who = event.first.who
         node_idx = who.label if who.label is not None else who.node_index
@@ -186,8 +190,20 @@ class Analyzer:
         self.nested_sources = {
             r.source for r in refs if r.label is not None and (r.local is not None or (r.rank is not None and r.rank != r.label))
         }
-        locals_ = [r.local for r in refs if r.local is not None] + [loc for (_, _, loc) in self.placements]
-        self.ranks_per_node = (max(locals_) + 1) if locals_ else None
+        # per-node files named after hosts (slurm-node017.out): number the nodes 0, 1, ...
+        self.node_order = {n: i for i, n in enumerate(sorted({r.node_index for r in refs if r.node_index is not None}))}
+        # ranks per node: stated by a launcher summary, else inferred from the local ranks
+        # seen, but only when every node shows the same complete set (a --local-ranks-filter
+        # run shows a few local ranks and would give wrong global ranks)
+        per_node: dict[tuple[int, int], set[int]] = {}
+        for r in refs + self.named_locals:
+            node = self._node_of(r)
+            if r.local is not None and node is not None:
+                per_node.setdefault((r.source, node), set()).add(r.local)
+        sets = list(per_node.values())
+        full = bool(sets) and all(s == set(range(len(s))) for s in sets) and len({len(s) for s in sets}) == 1
+        locals_ = [r.local for r in refs if r.local is not None]
+        self.ranks_per_node = (max(locals_) + 1) if locals_ and (full or not sets) else None
         for (_, node, loc), rank in self.placements.items():
             if node > 0 and (rank - loc) % node == 0 and (rank - loc) // node > loc:
                 self.ranks_per_node = (rank - loc) // node  # stated by the launcher: trust it
@@ -202,15 +218,25 @@ class Analyzer:
         node_ids |= {r.node_index for r in refs if r.node_index is not None}
         self.multi_node = len(node_ids) > 1
 
+    def _node_of(self, r: RankRef) -> Optional[int]:
+        if r.label is not None:
+            return r.label
+        if r.node_index is not None:
+            return getattr(self, "node_order", {}).get(r.node_index, r.node_index)
+        return None
+
     def resolve(self, r: RankRef) -> Optional[int]:
         if r.hinted and r.source in self.bad_hints:
             return None
         if r.rank is not None:
             return r.rank
         if r.local is not None:
-            node = r.label if r.label is not None else r.node_index
-            if node is not None and (r.source, node, r.local) in self.placements:
-                return self.placements[(r.source, node, r.local)]
+            raw_node = r.label if r.label is not None else r.node_index
+            if raw_node is not None and (r.source, raw_node, r.local) in self.placements:
+                return self.placements[(r.source, raw_node, r.local)]
+            node = self._node_of(r)
+            if node == 0:
+                return r.local
             if node is not None and self.ranks_per_node:
                 return node * self.ranks_per_node + r.local
             if not self.multi_node:
