@@ -100,10 +100,17 @@ def _silence_stdout() -> None:
 
 
 def _total_size(paths: List[str]) -> int:
+    """Bytes to read, for the progress bar (compressed size for .gz: an estimate)."""
+    from slurmdoc.ingest.sources import expand
+
     total = 0
-    for p in paths:
+    try:
+        files = expand(paths, [])
+    except SlurmdocError:
+        return 0  # diagnose() reports it
+    for p in files:
         try:
-            if os.path.isfile(p):
+            if p != "-":
                 total += os.path.getsize(p)
         except OSError:
             pass
