@@ -70,9 +70,10 @@ def diagnose(
             pass
 
     try:
-        total = _total_size(paths)
-        show = progress if progress is not None else (sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES)
-        if show and total:
+        want = progress if progress is not None else sys.stderr.isatty()
+        total = _total_size(paths) if want else 0  # walks directories: only when it may show
+        show = want and total > 0 and (progress or total >= PROGRESS_MIN_BYTES)
+        if show:
             result = _with_progress(lambda cb: run(paths, rule_dirs=rules, skew=skew, on_bytes=cb), total)
         else:
             result = run(paths, rule_dirs=rules, skew=skew)
