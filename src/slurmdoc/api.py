@@ -78,8 +78,8 @@ def diagnose(
     seen = analyzer.seen
     for ll in iter_loglines(inputs, warnings, on_bytes):
         lines += 1
-        if ll.stream not in seen:
-            note(ll.stream, ll.who)
+        if ll.stream not in seen and ll.origin == "rank":
+            note(ll.stream, ll.who)  # only printers with a rank count for the layout
         for ev in assembler.feed(ll):
             m = matcher.classify(ev)
             if m is not None:

@@ -28,6 +28,7 @@ from slurmdoc.models import (
 )
 
 MAX_CAUSES = 20_000
+MAX_STREAMS_SEEN = 500_000
 FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
 OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
@@ -93,6 +94,7 @@ class Analyzer:
         self.seen: dict[tuple, RankRef] = {}  # stream -> who (for ranks_seen and layout)
         self.causes: list[Finding] = []
         self.causes_dropped = 0
+        self.streams_dropped = 0
         self.symptoms: dict[str, _Group] = {}
         self.contexts: list[Finding] = []
         self.categories: dict[str, Finding] = {}  # first finding of each category
@@ -106,6 +108,9 @@ class Analyzer:
     # ---- streaming -------------------------------------------------------------
     def note_stream(self, stream: tuple, who: RankRef) -> None:
         if stream not in self.seen:
+            if len(self.seen) >= MAX_STREAMS_SEEN:
+                self.streams_dropped += 1
+                return
             self.seen[stream] = who
 
     def add(self, event: Event, match: Match) -> None:
@@ -316,6 +321,8 @@ class Analyzer:
 
         symptoms = self._symptoms(root, root_group_key, set(root_model.ranks) if root_model else set())
         verdicts = self._verdicts(root_model)
+        if self.streams_dropped:
+            warnings.append(f"more than {MAX_STREAMS_SEEN} distinct printers: ranks_seen counts the first {MAX_STREAMS_SEEN}")
         if self.causes_dropped:
             warnings.append(f"{self.causes_dropped} further cause findings were counted but not kept")
         verdict = self._verdict_line(root_model, symptoms, total)

@@ -32,6 +32,7 @@ BANNER = re.compile(r"[=\-]{10,}\s*$")
 # lines PyTorch appends to CUDA error messages, unindented
 KNOWN_CONTINUATIONS = ("CUDA kernel errors might", "For debugging consider passing", "Compile with `TORCH_USE_CUDA_DSA`", "Search for `cuda", "Device-side assertion")
 
+MAX_STREAMS = 50_000  # beyond this many printers, idle streams are forgotten
 MAX_EVENT_LINES = 400
 MAX_TAIL_LINES = 2000
 MAX_FOREIGN = 50
@@ -64,6 +65,10 @@ class Assembler:
         self.seq += 1
         st = self.streams.get(line.stream)
         if st is None:
+            if len(self.streams) >= MAX_STREAMS:
+                # bounded memory whatever the prefixes look like: keep only streams that
+                # are in the middle of a traceback
+                self.streams = {k: v for k, v in self.streams.items() if v.mode != "idle"}
             st = self.streams[line.stream] = _Stream()
         if line.ts is not None:
             st.last_ts = line.ts
