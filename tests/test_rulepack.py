@@ -69,3 +69,14 @@ def test_healthy_lines_are_not_even_candidates():
     m = Matcher(BOOK)
     noisy = [line for line in HEALTHY if m.interesting(line)]
     assert not noisy, noisy
+
+
+def test_every_pattern_is_shown_by_an_example():
+    # a pattern no example exercises may be unreachable (no keyword admits it) or wrong
+    bare = []
+    for r in BOOK.rules:
+        texts = [e.text for e in r.spec.examples.matches()]
+        for i, pat in enumerate(r.patterns):
+            if not any(pat.search(t) for t in texts):
+                bare.append(f"{r.id} patterns[{i}]")
+    assert not bare, bare
