@@ -10,6 +10,27 @@ from slurmdoc.errors import InputError
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 1.23 GiB is free."
 
 
+def torchrun_summary(rank: int, local: int, exitcode: int, traceback: str) -> list[str]:
+    """The launcher's own traceback with its ChildFailedError summary (one Root Cause)."""
+    return [
+        "Traceback (most recent call last):",
+        '  File "/usr/bin/torchrun", line 8, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2025-03-01_12:05:02",
+        "  host      : node-3",
+        f"  rank      : {rank} (local_rank: {local})",
+        f"  exitcode  : {exitcode} (pid: 1234)",
+        "  error_file: <N/A>",
+        f"  traceback : {traceback}",
+        "============================================================",
+    ]
+
+
 def watchdog(rank: int, seq: int = 4012) -> list[str]:
     return [
         f"[E1121 10:10:{10 + rank % 40:02d}.000000 140 ProcessGroupNCCL.cpp:629] [Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.",
@@ -134,22 +155,7 @@ def test_torchrun_summary_naming_a_symptom_is_flagged(write):
         '[rank1]:   File "train.py", line 3, in <module>',
         "[rank1]: ValueError: bad batch at step 3",
         "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242",
-        "Traceback (most recent call last):",
-        '  File "/usr/bin/torchrun", line 8, in <module>',
-        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-        "============================================================",
-        "train.py FAILED",
-        "------------------------------------------------------------",
-        "Root Cause (first observed failure):",
-        "[0]:",
-        "  time      : 2025-03-01_12:05:02",
-        "  host      : node-3",
-        "  rank      : 0 (local_rank: 0)",
-        "  exitcode  : -15 (pid: 1234)",
-        "  error_file: <N/A>",
-        "  traceback : Signal 15 (SIGTERM) received by PID 1234",
-        "============================================================",
-    ]
+    ] + torchrun_summary(rank=0, local=0, exitcode=-15, traceback="Signal 15 (SIGTERM) received by PID 1234")
     d = diagnose([write("job.log", "\n".join(lines))])
     assert d.root_cause.category == "python_exception" and d.root_cause.rank == 1
     (v,) = d.launcher_verdicts
@@ -239,24 +245,8 @@ def test_memory_does_not_grow_with_log_length(tmp_path):
 
 
 def test_a_torchrun_summary_alone_is_a_failure(write):
-    text = "\n".join(
-        [
-            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-            "============================================================",
-            "train.py FAILED",
-            "------------------------------------------------------------",
-            "Root Cause (first observed failure):",
-            "[0]:",
-            "  time      : 2025-03-01_12:05:02",
-            "  host      : node-3",
-            "  rank      : 5 (local_rank: 1)",
-            "  exitcode  : 1 (pid: 1234)",
-            "  error_file: <N/A>",
-            "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
-            "============================================================",
-        ]
-    )
-    d = diagnose([write("summary.log", "Traceback (most recent call last):\n  File \"/usr/bin/torchrun\", line 8, in <module>\n" + text)])
+    text = "\n".join(torchrun_summary(rank=5, local=1, exitcode=1, traceback="To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"))
+    d = diagnose([write("summary.log", text)])
     assert d.status == "failed" and d.root_cause.rank == 5 and d.root_cause.promoted
 
 
