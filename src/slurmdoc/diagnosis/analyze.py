@@ -99,11 +99,17 @@ class Analyzer:
         self.contexts: list[Finding] = []
         self.categories: dict[str, Finding] = {}  # first finding of each category
         self.known_ranks: set[int] = set()  # ranks the text shows exist (launcher summaries)
-        self.exits: list[Finding] = []  # unexplained-exit symptoms (category unknown), capped
+        self.exits: list[Finding] = []  # findings of exit_evidence rules (non-zero exits), capped
         self.placements: dict[tuple[int, int, int], int] = {}  # (source, node index, local rank) -> rank
-        self._total = 0
-        self.named_locals: list[RankRef] = []
+        self.named_locals: list[RankRef] = []  # local ranks named by launcher lines
         self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
+        # the job's layout, worked out once the input has been read (_layout)
+        self.nested_sources: set[int] = set()
+        self.node_order: dict[int, int] = {}
+        self.ranks_per_node: Optional[int] = None
+        self.bad_hints: set[int] = set()
+        self.multi_node = False
+        self._total = 0
 
     # ---- streaming -------------------------------------------------------------
     def note_stream(self, stream: tuple, who: RankRef) -> None:
@@ -227,7 +233,7 @@ class Analyzer:
         if r.label is not None:
             return r.label
         if r.node_index is not None:
-            return getattr(self, "node_order", {}).get(r.node_index, r.node_index)
+            return self.node_order.get(r.node_index, r.node_index)
         return None
 
     def resolve(self, r: RankRef) -> Optional[int]:
