@@ -114,3 +114,19 @@ def test_installed_package_ships_every_rule():
     assert shipped == pkg / "rulepack"
     rel = lambda d: sorted(str(p.relative_to(d)) for p in d.rglob("*.yaml"))  # noqa: E731
     assert rel(shipped) == rel(repo_rules)
+
+
+def test_the_readme_rule_example_loads_and_passes_its_examples(tmp_path):
+    import re
+
+    from slurmdoc.engine.selftest import check_book
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    m = re.search(r"```yaml\n# my-rules/(\S+)\.yaml.*?\n(.*?)```", readme, re.S)
+    assert m, "README lost its rule example"
+    d = tmp_path / "my-rules"
+    d.mkdir()
+    (d / f"{m.group(1)}.yaml").write_text(m.group(2))
+    book = load_rulebook([str(d)])
+    failed = [r for r in check_book(book) if r.rule_id == m.group(1) and not r.ok]
+    assert book.by_id(m.group(1)) is not None and not failed, failed
