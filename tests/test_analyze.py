@@ -109,3 +109,16 @@ def test_filtered_local_ranks_do_not_invent_global_ranks(write):
     lines += ["1: E1121 10:00:00.1 1 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 3 (pid: 9) of binary: python"]
     d = diagnose([write("f.log", "\n".join(lines))])
     assert d.root_cause.category == "python_exception" and d.root_cause.rank is None
+
+
+def test_the_rank_others_waited_for_is_named_when_the_text_says(write):
+    lines = [f"[rank{r}]: [rank{r}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms" for r in range(1, 4)]
+    d = diagnose([write("u.log", "\n".join(lines))])
+    assert d.root_cause.category == "nccl_timeout" and d.root_cause.rank == 0 and d.root_cause.stragglers == (0,)
+
+
+def test_a_lone_reporter_of_a_timeout_is_not_called_its_cause(write):
+    line = "[rank3]:[E1121 10:00:00.0 1 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)"
+    d = diagnose([write("w.log", line)])
+    assert d.root_cause.category == "nccl_timeout" and d.root_cause.rank is None
+    assert any("reported by rank 3" in e for e in d.root_cause.evidence)

@@ -153,3 +153,11 @@ def test_file_names_and_epoch_stamps_are_not_hosts_or_streams():
 
 def test_timestamp_overflow_is_no_timestamp():
     assert parse_ts("0001-01-01T00:10:00+05:00 x", 2025) is None
+
+
+def test_scheduler_line_glued_to_a_progress_bar_is_split():
+    raw = " 46%|####6     | 31/67 [29:02<35:12, 58.67s/it]slurmstepd: error: *** STEP 6053.0 ON gpu-2 CANCELLED AT 2024-04-23T12:18:08 ***"
+    head, tail = P.split_glued(raw)
+    assert tail.startswith("slurmstepd: error:") and head + tail == raw
+    assert parse(tail).origin == "scheduler"
+    assert parse("slurmstepd-gpu20-15: error: Detected 1 oom_kill event in StepId=5.0.").origin == "scheduler"

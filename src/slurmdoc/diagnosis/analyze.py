@@ -79,6 +79,10 @@ class Finding:
         return None
 
 
+def rule_has(f: "Finding", flag: str) -> bool:
+    return bool(getattr(f.rule.spec, flag))
+
+
 @dataclass
 class _Group:
     first: Finding
@@ -366,6 +370,9 @@ class Analyzer:
         if alone:
             root = self._earliest([g.first for g in alone])
             g = next(x for x in alone if x.first is root)
+            named = to_int(root.captures.get("straggler"))
+            if named is not None and named >= 0:
+                return root, [named]  # the text names the rank the others waited for
             return root, self._stragglers(g, all_ranks)
         if self.symptoms:
             return self._earliest([g.first for g in self.symptoms.values()]), []
@@ -432,7 +439,11 @@ class Analyzer:
             rank = stragglers[0]
             if ended_by is not None:
                 evidence.append(f"then {self._src(ended_by)}: {ended_by.message()[:200]}")
-        if rank is None and not stragglers and len(group) == 1:
+        if promoted and not stragglers and rule_has(root, "missing_rank_is_root") and own:
+            # the reporters of a timeout are not its cause; no rank stalled visibly
+            evidence.append(f"reported by {describe(own)}; the rank they waited for is not named in the log")
+            rank, ranks = None, []
+        elif rank is None and not stragglers and len(group) == 1:
             # the error text names no rank (printed before torch set up its prefix, or by
             # native code): take it from the exit evidence when that names exactly one
             named = self._named_elsewhere(root)

@@ -24,7 +24,7 @@ ACCEL = re.compile(r"\[([A-Za-z0-9][\w.\-]*):(\d{1,5})\]: ?")
 # a host name or IPv4 address used as a line prefix: must end in a digit (node-12, gpu003,
 # 10.0.0.3) so that `RuntimeError: ...` or `c10d: ...` are not taken for hosts
 HOST_NAME = r"(?:\d{1,3}\.){3}\d{1,3}|(?![\w.\-]*\.(?:py|log|out|err|txt|sh|yaml|json)\b)[A-Za-z][A-Za-z0-9\-]*\d(?:\.[A-Za-z0-9\-]+)*"
-HOST = re.compile(rf"({HOST_NAME}): (?=\S)")
+HOST = re.compile(rf"(?!slurmstepd)({HOST_NAME}): (?=\S)")
 HOST_ONLY = re.compile(HOST_NAME)
 RAY = re.compile(r"\((\w[\w.:\-]*) pid=(\d+)(?:, ip=([\d.]+))?\) ")
 DETERMINED = re.compile(r"\[?(\d{4}-\d\d-\d\dT[\d:.]+Z?)\]? ([0-9a-f]{6,12}) \|\| ")
@@ -40,6 +40,7 @@ _TS_START = frozenset("[0123456789IWEF")
 # NeMo's `i.pretrain/0` or `<name>.<host> [stderr]`
 TAG_SHAPE = re.compile(r"[\w.\-/<>@]+(?: \[(?:stdout|stderr)\])?")
 TB_HEADER_TEXT = "Traceback (most recent call last):"
+GLUED_SCHEDULER = re.compile(r"(?<=[^\s:])(?:slurmstepd(?:-[\w.\-]+)?: error: |srun: error: )")
 NOT_GLUED_TB = ("Original ", "Exception Group ", "traceback : ", "+ ")
 SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ", "srun: error")
 LAUNCHER_MARKS = (
@@ -181,6 +182,11 @@ class PrefixParser:
                     pre = raw[pos : m.start()].strip()
                     if pre and not _is_prefix_head(pre):
                         return m.start()
+        m = GLUED_SCHEDULER.search(raw, 1)
+        if m is not None:
+            # `...| 31/67 [29:02<35:12]slurmstepd: error: *** STEP ...`: a scheduler line
+            # glued to a progress bar
+            return m.start()
         i = raw.find(TB_HEADER_TEXT, 1)
         if i > 0 and not raw[:i].endswith(NOT_GLUED_TB):
             year, month = self.year, self.month
