@@ -52,14 +52,14 @@ def test_layout_resolution():
     assert an.resolve(RankRef(0, rank=11, label=0)) == 11
 
 
-def test_consecutive_srun_lines_merge_but_keep_every_rank(write):
+def test_srun_lines_fold_into_one_symptom_with_every_rank(write):
     text = "\n".join(
         tb("[rank9]: ", "ModuleNotFoundError: No module named 'apex'")
         + ["srun: error: n1: tasks 0-3: Terminated", "srun: error: n2: tasks 4-7: Terminated"]
     )
     d = diagnose([write("j.log", text)])
     (cascade,) = [s for s in d.symptoms if s.category == "sigterm_cascade"]
-    assert cascade.ranks == tuple(range(8)) and cascade.count == 1
+    assert cascade.ranks == tuple(range(8)) and cascade.count == 2 and cascade.nodes == ("n1", "n2")
 
 
 def test_srun_native_label_and_rank_prefix_agree(write):
@@ -122,3 +122,9 @@ def test_a_lone_reporter_of_a_timeout_is_not_called_its_cause(write):
     d = diagnose([write("w.log", line)])
     assert d.root_cause.category == "nccl_timeout" and d.root_cause.rank is None
     assert any("reported by rank 3" in e for e in d.root_cause.evidence)
+
+
+def test_srun_lines_about_different_hosts_keep_their_hosts(write):
+    text = "\n".join([f"{r}: step 1" for r in range(2)] + ["srun: error: nid04277: task 1: Segmentation fault (core dumped)", "srun: error: nid04276: task 0: Segmentation fault (core dumped)"])
+    d = diagnose([write("s.log", text)])
+    assert (d.root_cause.rank, d.root_cause.node) == (1, "nid04277")

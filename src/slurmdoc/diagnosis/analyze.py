@@ -127,7 +127,13 @@ class Analyzer:
         rule = match.rule
         stream = event.first.stream
         prev = self._last.get(stream)
-        if prev is not None and prev.rule is rule and event.kind == "line" and prev.event.kind == "line":
+        if (
+            prev is not None
+            and prev.rule is rule
+            and event.kind == "line"
+            and prev.event.kind == "line"
+            and prev.captures.get("node") == match.captures.get("node")  # srun lines about other hosts stay apart
+        ):
             # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
             # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
             refs = self._refs(event, match)
