@@ -13,7 +13,6 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict
 
 Origin = Literal["rank", "launcher", "scheduler", "unknown"]
-Role = Literal["cause", "symptom", "context"]
 
 
 @dataclass(slots=True)
@@ -136,6 +135,7 @@ class RootCause(_Frozen):
     processes: int = 1  # how many processes raised this same error
     stragglers: tuple[int, ...] = ()  # ranks that never reported a collective timeout
     job_level: bool = False  # a scheduler/launcher event about the whole job, not one rank
+    traceback_lines_dropped: int = 0  # frames left out of a very long traceback
 
 
 class Symptom(_Frozen):

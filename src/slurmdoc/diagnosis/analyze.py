@@ -502,6 +502,7 @@ class Analyzer:
             processes=processes,
             stragglers=tuple(stragglers),
             job_level=rank is None and not ranks and rule.spec.attribution == "text",
+            traceback_lines_dropped=ev.truncated,
         )
         return model, key
 

@@ -42,7 +42,7 @@ TAG_SHAPE = re.compile(r"[\w.\-/<>@]+(?: \[(?:stdout|stderr)\])?")
 TB_HEADER_TEXT = "Traceback (most recent call last):"
 GLUED_SCHEDULER = re.compile(r"(?<=[^\s:])(?:slurmstepd(?:-[\w.\-]+)?: error: |srun: error: )")
 NOT_GLUED_TB = ("Original ", "Exception Group ", "traceback : ", "+ ")
-SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ", "srun: error")
+SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ")
 LAUNCHER_MARKS = (
     "torch/distributed/elastic/",
     "torch.distributed.elastic",
@@ -89,15 +89,6 @@ def parse_ts(text: str, year: int) -> Optional[datetime]:
             return datetime(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), _frac(m[7]))
         except ValueError:
             return None
-    return None
-
-
-def is_full_ts(text: str) -> Optional[int]:
-    """The year of an ISO timestamp at the start of text (to date glog lines), else None."""
-    if text and text[0] in "[0123456789":
-        m = ISO_TS.match(text)
-        if m:
-            return int(m[1])
     return None
 
 
