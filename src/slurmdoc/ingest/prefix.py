@@ -163,7 +163,7 @@ class PrefixParser:
                 # the line starts with its own prefix: a second chain later in it is a
                 # record glued on (`[rank0]: 12%|#| 12/100 [..][rank1]:Traceback ...`)
                 first = RANK_CHAIN.match(raw, pos)
-                if first is not None:
+                if first is not None and ("[rank" in raw[first.end() :] or "[default" in raw[first.end() :]):
                     m = RANK_CHAIN.search(raw, first.end())
                     if m is not None and raw[first.end() : m.start()].strip():
                         return m.start()
@@ -173,7 +173,7 @@ class PrefixParser:
                     pre = raw[pos : m.start()].strip()
                     if pre and not _is_prefix_head(pre):
                         return m.start()
-        m = GLUED_SCHEDULER.search(raw, 1)
+        m = GLUED_SCHEDULER.search(raw, 1) if ("slurmstepd" in raw or "srun: error" in raw) else None
         if m is not None:
             # `...| 31/67 [29:02<35:12]slurmstepd: error: *** STEP ...`: a scheduler line
             # glued to a progress bar
