@@ -34,6 +34,8 @@ def parse(raw, src=SRC):
         ("[gpu-node-3:1]: hello", None, None, 1, "gpu-node-3", "hello"),
         ("gpu003: Traceback (most recent call last):", None, None, None, "gpu003", "Traceback (most recent call last):"),
         ("10.0.0.3: hello", None, None, None, "10.0.0.3", "hello"),
+        ("[rank: 3] Traceback (most recent call last):", None, 3, None, None, "Traceback (most recent call last):"),
+        ("[RANK 1] 2026-05-19 10:10:29,701 [ERROR] boom", None, 1, None, None, "2026-05-19 10:10:29,701 [ERROR] boom"),
     ],
 )
 def test_prefix_forms(raw, label, rank, local, host, text):

@@ -3,7 +3,8 @@
 Prefixes handled (outer to inner, any combination):
   srun --label ``3: `` / `` 7: ``; a host ``node-3: `` or ``10.0.0.3: `` (pdsh, DeepSpeed);
   accelerate ``[host:5]:``; NeMo-style tags ``i.pretrain/0 ``; a leading timestamp;
-  torchrun ``[rankN]:`` (global) and ``[defaultN]:`` (local); Ray ``(Actor pid=1, ip=...)``;
+  torchrun ``[rankN]:`` (global) and ``[defaultN]:`` (local); Lightning ``[rank: N]`` and
+  ``[RANK N]`` (global); Ray ``(Actor pid=1, ip=...)``;
   Determined ``[ts] id || ``.
 Ranks inside messages (``[PG 0 Rank 1]``, NCCL's ``[3]`` device index, ``comm ... rank 11``)
 are never taken: only the line's prefix decides.
@@ -20,6 +21,8 @@ from slurmdoc.models import LogLine, RankRef, SourceInfo
 SRUN_LABEL = re.compile(r" {0,8}(\d{1,6}):(?: |$)")
 RANK_CHAIN = re.compile(r"((?:\[(?:rank|default)\d{1,7}\]:)+) ?")
 CHAIN_ITEM = re.compile(r"\[(rank|default)(\d{1,7})\]:")
+# Lightning's `[rank: 0] ` and wrappers' `[RANK 1] `: global ranks
+BRACKET_RANK = re.compile(r"\[(?:rank: |RANK )(\d{1,7})\] ?")
 ACCEL = re.compile(r"\[([A-Za-z0-9][\w.\-]*):(\d{1,5})\]: ?")
 # a host name or IPv4 address used as a line prefix: must end in a digit (node-12, gpu003,
 # 10.0.0.3) so that `RuntimeError: ...` or `c10d: ...` are not taken for hosts
@@ -226,6 +229,9 @@ class PrefixParser:
 
         if rank is None and local is None:
             c = raw[pos : pos + 1]
+            if c == "[" and (m := BRACKET_RANK.match(raw, pos)) is not None:
+                rank, pos = int(m.group(1)), m.end()
+                c = ""
             if c == "[":
                 m = ACCEL.match(raw, pos)
                 if m and not m.group(1).isdigit():
