@@ -42,7 +42,7 @@ def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[C
         for lineno, raw in read_lines(inp, warnings, on_bytes):
             if "\x1b" in raw:
                 raw = ANSI.sub("", raw)
-            if "\r" in raw or (("[rank" in raw or "[default" in raw or "Traceback (most" in raw or ": error: " in raw) and parser.glued(raw)):
+            if "\r" in raw or parser.glued(raw):
                 # `\r` progress updates and records glued to them: one LogLine per piece,
                 # pieces without a prefix of their own belong to the line's first printer
                 head: Optional[LogLine] = None

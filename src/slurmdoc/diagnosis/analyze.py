@@ -79,10 +79,6 @@ class Finding:
         return None
 
 
-def rule_has(f: "Finding", flag: str) -> bool:
-    return bool(getattr(f.rule.spec, flag))
-
-
 @dataclass
 class _Group:
     first: Finding
@@ -445,7 +441,7 @@ class Analyzer:
             rank = stragglers[0]
             if ended_by is not None:
                 evidence.append(f"then {self._src(ended_by)}: {ended_by.message()[:200]}")
-        if promoted and not stragglers and rule_has(root, "missing_rank_is_root") and own:
+        if promoted and not stragglers and root.rule.spec.missing_rank_is_root and own:
             # the reporters of a timeout are not its cause; no rank stalled visibly
             evidence.append(f"reported by {describe(own)}; the rank they waited for is not named in the log")
             rank, ranks = None, []

@@ -156,6 +156,9 @@ class PrefixParser:
             raw = raw[cut:]
 
     def glued(self, raw: str) -> bool:
+        """Does `raw` hold more than one record? Cheap for the lines that cannot."""
+        if not ("[rank" in raw or "[default" in raw or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw):
+            return False
         return self._glue_point(raw) is not None
 
     def _glue_point(self, raw: str) -> Optional[int]:

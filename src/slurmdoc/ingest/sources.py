@@ -205,7 +205,7 @@ def looks_binary(head: bytes) -> bool:
 MAX_LINE_WARNINGS = 3  # per file; the rest are counted
 
 
-def _utf16_lines(f: BinaryIO, name: str, warnings: list[str]) -> Iterator[tuple[int, str]]:
+def _utf16_lines(f: BinaryIO) -> Iterator[tuple[int, str]]:
     """A UTF-16 log (BOM first), e.g. written by PowerShell: decoded, still line by line."""
     text = io.TextIOWrapper(f, encoding="utf-16", errors="replace", newline=None)  # type: ignore[arg-type]
     lineno = 0
@@ -250,7 +250,7 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
             if first:
                 first = False
                 if chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
-                    yield from _utf16_lines(io.BufferedReader(_Prefixed(chunk, f)), name, warnings)  # type: ignore[arg-type]
+                    yield from _utf16_lines(io.BufferedReader(_Prefixed(chunk, f)))  # type: ignore[arg-type]
                     return
                 if chunk.startswith(b"\xef\xbb\xbf"):
                     chunk = chunk[3:]  # UTF-8 byte-order mark
