@@ -94,3 +94,8 @@ def diagnose(
         raise InputError(f"{', '.join(i.info.path for i in inputs)}: input is empty, nothing to diagnose")
     warnings.extend(matcher.timeouts)
     return analyzer.finish(lines, tuple(i.info.path for i in inputs), warnings)
+
+
+# The Slurm integration's entry points (triage, diagnose_job, epilog) live in slurmdoc.slurm;
+# they are re-exported here so `slurmdoc.api` stays the one library surface.
+from slurmdoc.slurm.api import triage  # noqa: E402,F401

@@ -161,6 +161,53 @@ def _emit(result, fmt: Fmt) -> None:
     sys.stdout.flush()
 
 
+def _text_console():
+    from rich.console import Console
+
+    tty = sys.stdout.isatty()
+    return Console(
+        file=sys.stdout,
+        no_color=bool(os.environ.get("NO_COLOR")) or not tty,
+        width=None if tty else 120,
+        highlight=False,
+        soft_wrap=not tty,
+    )
+
+
+@app.command(epilog="Exit codes: 0 every job completed without a failure (or is still running), 1 at least one "
+             "job failed, 2 usage error, sacct missing or failing, unreadable --sacct-file, or no job found.")
+def triage(
+    job_ids: List[str] = typer.Argument(None, metavar="JOBID", help="Job ids: 1234, 1234_7 (array task), 1234+1 (het component); comma lists too."),
+    sacct_file: Optional[str] = typer.Option(None, "--sacct-file", metavar="FILE", help="Read saved `sacct -P` or `sacct --json` output instead of running sacct (- for stdin)."),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal: one job in detail, many as a table), json, markdown."),
+) -> None:
+    """Why did these jobs fail, from Slurm's accounting: first failing step, exit codes in words, memory and time against the request, the category."""
+    from slurmdoc.api import triage as run
+    from slurmdoc.report.triage import render_json, render_markdown, render_text
+
+    try:
+        report = run(job_ids or [], sacct_file=sacct_file)
+    except SlurmdocError as e:
+        _err(f"error: {e.one_line()}")
+        raise typer.Exit(e.exit_code)
+    for m in report.not_found:
+        _err(f"warning: job {m}: not in the accounting records")
+    if not report.jobs:
+        _err("error: no job found" + (f" in {report.source}" if report.source != "sacct" else ""))
+        raise typer.Exit(2)
+    try:
+        if fmt == Fmt.json:
+            sys.stdout.write(render_json(report))
+        elif fmt == Fmt.markdown:
+            sys.stdout.write(render_markdown(report))
+        else:
+            render_text(report, _text_console())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    raise typer.Exit(1 if report.status == "failed" else 0)
+
+
 def main() -> None:
     """Console-script entry point: no Python traceback ever reaches the user."""
     try:

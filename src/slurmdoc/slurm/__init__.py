@@ -1,0 +1,1 @@
+"""Slurm integration: sacct records, exit-code meanings, log location, the epilog hook."""

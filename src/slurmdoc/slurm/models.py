@@ -1,0 +1,73 @@
+"""What the Slurm side of slurmdoc hands out: per-job triage verdicts (JSON-serialisable)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepInfo(_Frozen):
+    """One accounting row of a job (the job itself or a step), with its meaning in words."""
+
+    id: str  # as sacct shows it: 12.0, 12.batch, 12_3.0, 12+1.0
+    name: str
+    state: str  # as sacct shows it: FAILED, CANCELLED by 0
+    exit_code: Optional[str]  # status:signal
+    meaning: str
+    nodes: str = ""
+    elapsed_s: Optional[int] = None
+    max_rss_bytes: Optional[int] = None
+    max_rss_node: Optional[str] = None
+    max_rss_task: Optional[int] = None
+
+
+class JobTriage(_Frozen):
+    """The accounting verdict on one job (an array task is a job; het components are joined)."""
+
+    job_id: str  # 12, 12_3 (array task), 12 (het job: its components are in `components`)
+    name: str
+    status: Literal["failed", "ok", "running", "pending"]
+    state: str  # the job row's State as sacct shows it
+    state_meaning: str
+    exit_code: Optional[str]
+    exit_meaning: str
+    derived_exit_code: Optional[str]
+    derived_meaning: str
+    category: Optional[str]  # contract category id; None when nothing failed
+    summary: str  # one line
+    first_failed_step: Optional[StepInfo] = None
+    steps: tuple[StepInfo, ...] = ()
+    notes: tuple[str, ...] = ()  # contradictions and other observations
+    elapsed_s: Optional[int] = None
+    timelimit_s: Optional[int] = None
+    time_note: Optional[str] = None
+    req_mem_per_node_bytes: Optional[int] = None
+    max_rss_bytes: Optional[int] = None
+    memory_note: Optional[str] = None
+    user: Optional[str] = None
+    partition: Optional[str] = None
+    nodes: str = ""
+    work_dir: Optional[str] = None
+    start: Optional[str] = None
+    end: Optional[str] = None
+    components: tuple[str, ...] = ()  # het job components (12+0, 12+1)
+    array_job_id: Optional[str] = None
+    array_task_id: Optional[str] = None
+    raw_id: Optional[str] = None
+    stdout: Optional[str] = None  # where sacct (>= 23.02) records the job's output
+
+
+class TriageReport(_Frozen):
+    """`slurmdoc triage --format json` (schema_version 1)."""
+
+    schema_version: Literal[1] = 1
+    kind: Literal["triage"] = "triage"
+    status: Literal["failed", "ok"]  # failed when any job failed
+    jobs: tuple[JobTriage, ...]
+    not_found: tuple[str, ...] = ()  # requested ids sacct knows nothing about
+    source: str = "sacct"  # sacct, or the --sacct-file path

@@ -1,0 +1,195 @@
+"""Triage verdicts, from sacct output saved from a real Slurm (tests/data/sacct/), and the
+`slurmdoc triage` command. What each job did is in tests/slurm_jobs/<name>.sbatch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from slurmdoc.api import triage
+from slurmdoc.cli import app
+from slurmdoc.slurm.exitcodes import ExitCode
+from slurmdoc.slurm.sacct import SacctRow
+from slurmdoc.slurm.triage import triage_job
+
+DATA = Path(__file__).parent / "data" / "sacct"
+JOBS = dict(line.split("=") for line in (DATA / "jobs.txt").read_text().split())
+SCHEMA = json.loads((Path(__file__).parent / "contract_schema.json").read_text())
+
+# name -> (status, category, first failing step suffix) as planted by the job scripts
+TRUTH = {
+    "exit1": ("failed", "unknown", ".0"),
+    "sigkill": ("failed", "killed", ".0"),
+    "segfault": ("failed", "segfault", ".0"),
+    "timeout": ("failed", "time_limit", ".0"),
+    "cancel": ("failed", "cancelled", ".0"),
+    "pyranks": ("failed", "unknown", ".batch"),  # sacct records the srun step COMPLETED (sic)
+    "killonbad": ("failed", "sigterm_cascade", ".0"),
+    "swallowed": ("ok", None, None),  # the script ignored srun's status: sacct cannot tell
+    "ok": ("ok", None, None),
+}
+
+
+@pytest.mark.parametrize("ext", ["psv", "json"])
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_saved_jobs(name, ext):
+    status, category, step = TRUTH[name]
+    rep = triage([JOBS[name]], sacct_file=str(DATA / f"{name}.{ext}"))
+    assert len(rep.jobs) == 1
+    j = rep.jobs[0]
+    assert (j.status, j.category) == (status, category)
+    if step is None:
+        assert j.first_failed_step is None
+    else:
+        assert j.first_failed_step is not None and j.first_failed_step.id == JOBS[name] + step
+
+
+def test_words_for_the_planted_failures():
+    j = triage([JOBS["exit1"]], sacct_file=str(DATA / "exit1.psv")).jobs[0]
+    assert j.summary == f"step {JOBS['exit1']}.0: exited 1"
+    j = triage([JOBS["sigkill"]], sacct_file=str(DATA / "sigkill.psv")).jobs[0]
+    assert "SIGKILL" in j.exit_meaning and "srun" in j.exit_meaning  # the job row's 9:0
+    assert "SIGKILL" in j.first_failed_step.meaning  # the step's 0:9
+    assert any("dmesg" in n for n in j.notes)
+    j = triage([JOBS["timeout"]], sacct_file=str(DATA / "timeout.psv")).jobs[0]
+    assert "time limit" in j.first_failed_step.meaning
+    assert j.time_note.startswith("ran 00:01:") and "00:01:00 limit" in j.time_note
+    j = triage([JOBS["cancel"]], sacct_file=str(DATA / "cancel.psv")).jobs[0]
+    assert j.summary == "cancelled by root"
+    assert "cancellation" in j.first_failed_step.meaning
+    j = triage([JOBS["killonbad"]], sacct_file=str(DATA / "killonbad.psv")).jobs[0]
+    assert "kill-on-bad-exit" in j.first_failed_step.meaning
+    j = triage([JOBS["pyranks"]], sacct_file=str(DATA / "pyranks.psv")).jobs[0]
+    assert any("every srun step is recorded COMPLETED" in n for n in j.notes)
+
+
+def test_memory_over_the_request():
+    j = triage([JOBS["ok"]], sacct_file=str(DATA / "ok.psv")).jobs[0]
+    assert j.req_mem_per_node_bytes == 200 << 20
+    assert j.max_rss_bytes == 320708 << 10
+    assert "157%" in j.memory_note and "over the request" in j.memory_note
+
+
+def test_array_tasks_each_get_a_verdict():
+    a = JOBS["array"]
+    for ext in ("psv", "json"):
+        rep = triage([a], sacct_file=str(DATA / f"array.{ext}"))
+        got = {j.job_id: (j.status, j.array_task_id) for j in rep.jobs}
+        assert got == {f"{a}_1": ("ok", "1"), f"{a}_2": ("failed", "2"), f"{a}_3": ("ok", "3")}
+        assert rep.status == "failed"
+    one = triage([f"{a}_2"], sacct_file=str(DATA / "array.psv"))
+    assert [j.job_id for j in one.jobs] == [f"{a}_2"]
+    assert one.jobs[0].summary == f"step {a}_2.0: exited 3"
+
+
+def test_het_job_is_one_verdict_naming_the_failing_component():
+    h = JOBS["hetjob"]
+    rep = triage([h], sacct_file=str(DATA / "hetjob.psv"))
+    assert len(rep.jobs) == 1
+    j = rep.jobs[0]
+    assert j.job_id == h and j.components == (f"{h}+0", f"{h}+1")
+    assert j.first_failed_step.id == f"{h}+1.1" and j.category == "unknown"
+    assert j.summary == f"step {h}+1.1: exited 4"
+
+
+def test_many_jobs_and_unknown_ids():
+    ids = list(JOBS.values()) + ["999999"]
+    rep = triage(ids, sacct_file=str(DATA / "all.psv"))
+    assert rep.not_found == ("999999",)
+    assert len(rep.jobs) == 13  # 11 jobs, the array counted as its 3 tasks
+    assert rep.status == "failed"
+
+
+# ---- states no local job produced: rows built by hand, with the shapes sacct gives them
+
+
+def _rows(job_state: str, step_state: str, step_ec: str, job_ec: str = "0:0", by=None, rss=None, mem=None):
+    return [
+        SacctRow(job_id="7", job="7", step=None, state=job_state, state_by=by, exit_code=ExitCode.parse(job_ec),
+                 derived=ExitCode.parse(step_ec), req_mem_bytes=mem, nnodes=1, elapsed_s=100, timelimit_s=6000),
+        SacctRow(job_id="7.batch", job="7", step="batch", state=step_state, exit_code=ExitCode.parse(job_ec), end="2"),
+        SacctRow(job_id="7.0", job="7", step="0", state=step_state, exit_code=ExitCode.parse(step_ec),
+                 max_rss_bytes=rss, end="1"),
+    ]
+
+
+@pytest.mark.parametrize("job_state,step_state,step_ec,category", [
+    ("OUT_OF_MEMORY", "OUT_OF_MEMORY", "0:125", "host_oom"),
+    ("FAILED", "OUT_OF_MEMORY", "0:125", "host_oom"),  # the job says FAILED, a step OUT_OF_MEMORY
+    ("NODE_FAIL", "CANCELLED", "0:15", "node_failure"),
+    ("PREEMPTED", "CANCELLED", "0:15", "preemption"),
+    ("BOOT_FAIL", "CANCELLED", "0:0", "node_failure"),
+    ("DEADLINE", "CANCELLED", "0:15", "time_limit"),
+])
+def test_scheduler_states(job_state, step_state, step_ec, category):
+    j = triage_job(_rows(job_state, step_state, step_ec))
+    assert j.status == "failed" and j.category == category
+
+
+def test_sigkill_at_the_memory_request_is_host_oom():
+    j = triage_job(_rows("FAILED", "CANCELLED", "0:9", job_ec="9:0", rss=990 << 20, mem=1000 << 20))
+    assert j.category == "host_oom"
+    j = triage_job(_rows("FAILED", "CANCELLED", "0:9", job_ec="9:0", rss=100 << 20, mem=1000 << 20))
+    assert j.category == "killed"
+
+
+def test_running_and_pending():
+    j = triage_job([SacctRow(job_id="8", job="8", step=None, state="RUNNING", exit_code=ExitCode(0, 0))])
+    assert j.status == "running" and j.category is None
+    j = triage_job([SacctRow(job_id="9_[1-4]", job="9_[1-4]", step=None, state="PENDING")])
+    assert j.status == "pending"
+
+
+# ---- the command
+
+
+runner = CliRunner()
+
+
+def test_cli_exit_codes_and_formats():
+    r = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv")])
+    assert r.exit_code == 1
+    assert "sd-sigkill" in r.stdout and "time_limit" in r.stdout
+    r = runner.invoke(app, ["triage", JOBS["ok"], "--sacct-file", str(DATA / "all.psv")])
+    assert r.exit_code == 0 and "completed" in r.stdout
+    r = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.json"), "-f", "json"])
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1 and doc["kind"] == "triage"
+    cats = {j["job_id"]: j["category"] for j in doc["jobs"]}
+    assert cats[JOBS["segfault"]] == "segfault"
+    assert all(c is None or c in SCHEMA["$defs"]["category"]["enum"] for c in cats.values())
+    r = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv"), "-f", "markdown"])
+    assert r.exit_code == 1 and r.stdout.startswith("# slurmdoc triage") and "| job |" in r.stdout
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    r = runner.invoke(app, ["triage", "--sacct-file", str(tmp_path / "missing")])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
+    r = runner.invoke(app, ["triage", "not-a-job", "--sacct-file", str(DATA / "all.psv")])
+    assert r.exit_code == 2 and "not a Slurm job id" in r.stderr
+    r = runner.invoke(app, ["triage", "424242", "--sacct-file", str(DATA / "all.psv")])
+    assert r.exit_code == 2 and "424242" in r.stderr
+
+
+def test_cli_without_sacct_on_path(tmp_path):
+    # a machine without Slurm: one line, exit 2, no traceback
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    p = subprocess.run([sys.executable, "-m", "slurmdoc", "triage", "12"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and "sacct not found" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_cli_sacct_failing(tmp_path):
+    fake = tmp_path / "sacct"
+    fake.write_text("#!/bin/sh\necho 'sacct: error: Problem talking to the database: Connection refused' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    p = subprocess.run([sys.executable, "-m", "slurmdoc", "triage", "12"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2
+    assert "Connection refused" in p.stderr and p.stderr.count("\n") == 1
