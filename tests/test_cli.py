@@ -28,7 +28,9 @@ TB = "\n".join(
 
 def run(*args, stdin=None, env=None):
     e = dict(os.environ)
-    e.pop("SLURMDOC_DEBUG", None)
+    for var in ("SLURMDOC_DEBUG", "SLURMDOC_RULES", "SLURMDOC_CONFIG"):
+        e.pop(var, None)
+    e["XDG_CONFIG_HOME"] = str(ROOT / "tests" / "data" / "no-config-here")  # no user config leaks in
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "slurmdoc", *args], input=stdin, capture_output=True, env=e, timeout=120)
 
@@ -122,3 +124,156 @@ def test_bundled_example_runs():
     r = run("diagnose", str(EXAMPLE))
     assert r.returncode == 1
     assert b"ROOT CAUSE" in r.stdout
+
+
+# ---- user rules: where they come from ---------------------------------------------------
+
+USER_RULE = """\
+title: Tokenizer and model disagree
+category: config_error
+role: cause
+priority: 70
+keywords: ["does not match model embedding size"]
+patterns: ['tokenizer vocab size \\((?P<vocab>\\d+)\\) does not match model embedding size']
+remediation:
+  summary: "{ranks} loaded a tokenizer with {vocab} tokens"
+examples:
+  match: ["ValueError: tokenizer vocab size (32000) does not match model embedding size (32256)"]
+  no_match: ["vocab size 32000"]
+"""
+VOCAB_LOG = "[rank3]: ValueError: tokenizer vocab size (32000) does not match model embedding size (32256)\n"
+
+
+def user_pack(tmp_path, name="mine", rule_id="vocab-mismatch", text=USER_RULE):
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    (d / f"{rule_id}.yaml").write_text(text)
+    return d
+
+
+def rule_of(r):
+    """The root cause's rule id, or None when no failure was found."""
+    assert r.returncode in (0, 1), r.stderr
+    root = json.loads(r.stdout)["root_cause"]
+    assert (root is None) == (r.returncode == 0)
+    return root and root["rule_id"]
+
+
+def test_user_rules_from_flag_environment_and_config_file(write, tmp_path):
+    log = write("job.log", VOCAB_LOG)
+    mine = user_pack(tmp_path)
+    assert rule_of(run("diagnose", "-f", "json", log)) is None  # a bare ValueError line: nothing bundled knows it
+    assert rule_of(run("diagnose", "-f", "json", "--rules", str(mine), log)) == "vocab-mismatch"
+    assert rule_of(run("diagnose", "-f", "json", log, env={"SLURMDOC_RULES": str(mine)})) == "vocab-mismatch"
+    conf = tmp_path / "xdg" / "slurmdoc" / "config.toml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text('rules = ["../../mine"]\n')
+    assert rule_of(run("diagnose", "-f", "json", log, env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})) == "vocab-mismatch"
+    # a set (even empty) SLURMDOC_RULES replaces the config file's list
+    assert rule_of(run("diagnose", "-f", "json", log, env={"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "SLURMDOC_RULES": ""})) is None
+
+
+def test_rule_dir_named_by_the_environment_is_validated_exit_3(write, tmp_path):
+    bad = user_pack(tmp_path, text=USER_RULE.replace("keywords:", "keyword:"))
+    r = run("diagnose", write("job.log", VOCAB_LOG), env={"SLURMDOC_RULES": str(bad)})
+    err = r.stderr.decode()
+    assert r.returncode == 3 and err.count("\n") == 1, err
+    assert "vocab-mismatch.yaml:5: rule 'vocab-mismatch': field 'keyword': unknown field; did you mean 'keywords'?" in err
+
+
+def test_bad_config_file_is_one_line_exit_2(write, tmp_path):
+    conf = tmp_path / "c.toml"
+    conf.write_text("rulez = []\n")
+    r = run("diagnose", write("job.log", VOCAB_LOG), env={"SLURMDOC_CONFIG": str(conf)})
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.count("\n") == 1 and "did you mean 'rules'" in err and "Traceback" not in err
+
+
+HOSTILE_RULE = r"""
+title: Bad options
+category: config_error
+role: cause
+keywords: ["bad options:"]
+patterns: ['bad options: (?P<words>(?:\w|\w\w)+)$']
+remediation:
+  summary: "{ranks} got bad options {words}"
+examples:
+  match: ["bad options: foo"]
+  no_match: ["good options: foo"]
+"""
+
+
+def test_catastrophic_user_rule_cannot_hang_a_run(write, tmp_path):
+    # (?:\w|\w\w)+$ backtracks exponentially on a long word followed by a non-word character;
+    # every search is time-bounded and the rule is dropped after a few timeouts, so 2000
+    # hostile lines cost about a second instead of ten minutes
+    mine = user_pack(tmp_path, rule_id="trailing-words", text=HOSTILE_RULE)
+    hostile = "".join(f"[rank{i % 8}]: bad options: {'a' * 48}!\n" for i in range(2000)) + TB + "\n"
+    log = write("hostile.log", hostile)
+    import time
+
+    t = time.monotonic()
+    r = run("diagnose", "-f", "json", "--rules", str(mine), log)
+    took = time.monotonic() - t
+    err = r.stderr.decode()
+    assert r.returncode == 1 and json.loads(r.stdout)["root_cause"]["category"] == "import_error"
+    assert took < 30, took
+    assert "rule trailing-words" in err and "ran past" in err and "not used for the rest of the input" in err
+    assert err.count("warning: rule trailing-words") == 2  # one when it first times out, one when dropped
+
+
+# ---- rules commands ---------------------------------------------------------------------
+
+BROKEN = ROOT / "tests" / "data" / "broken_rules"
+
+
+def test_rules_test_and_lint_pass_on_the_bundled_pack():
+    r = run("rules", "test")
+    assert r.returncode == 0, r.stdout.decode()
+    assert b" 0 failed" in r.stdout
+    r = run("rules", "lint", "--strict")
+    assert r.returncode == 0, r.stdout.decode()
+    assert r.stdout.decode().endswith("0 errors, 0 warnings\n")
+
+
+def test_rules_test_and_lint_fail_on_the_broken_pack():
+    r = run("rules", "test", str(BROKEN))
+    out = r.stdout.decode()
+    assert r.returncode == 1
+    assert "✗ stolen-example" in out and "not classified as stolen-example (got: cuda-oom)" in out
+    assert "✗ cannot load" in out and "did you mean 'keywords'" in out
+    r = run("rules", "lint", str(BROKEN))
+    out = r.stdout.decode()
+    assert r.returncode == 1 and "4 errors, 2 warnings" in out
+    assert "catastrophic.yaml: rule 'catastrophic': field 'patterns[0]': ambiguous repetition" in out
+    assert r.stderr == b""
+
+
+def test_rules_test_missing_dir_is_usage_error(tmp_path):
+    r = run("rules", "test", str(tmp_path / "nope"))
+    assert r.returncode == 2 and b"no such rule directory" in r.stderr
+
+
+def test_rules_list_shows_where_each_rule_comes_from(tmp_path):
+    mine = user_pack(tmp_path)
+    r = run("rules", "list", env={"SLURMDOC_RULES": str(mine)})
+    lines = r.stdout.decode().splitlines()
+    assert r.returncode == 0 and lines[0].split() == ["ID", "CATEGORY", "ROLE", "PRIO", "PACK"]
+    row = next(line for line in lines if line.startswith("vocab-mismatch "))
+    assert row.split()[1:] == ["config_error", "cause", "70", str(mine)]
+    assert any(line.startswith("cuda-oom ") and line.endswith("bundled") for line in lines)
+
+
+def test_rules_show_and_unknown_id():
+    r = run("rules", "show", "nccl-watchdog-timeout")
+    assert r.returncode == 0 and b"remediation (template" in r.stdout
+    r = run("rules", "show", "nccl-watchdog")
+    assert r.returncode == 2 and b"did you mean nccl-watchdog-timeout" in r.stderr and r.stderr.count(b"\n") == 1
+
+
+def test_rules_try_streams_stdin_and_exits_1_on_no_match():
+    r = run("rules", "try", "import-error", "-", stdin=TB.encode())
+    out = r.stdout.decode()
+    assert r.returncode == 0 and "<stdin>:3  rank 1  traceback" in out and "No module named 'apex'" in out
+    r = run("rules", "try", "cuda-oom", "-", stdin=TB.encode())
+    assert r.returncode == 1 and b"cuda-oom: 0 matches" in r.stdout

@@ -81,6 +81,19 @@ def test_yaml_is_loaded_safely(tmp_path):
         load_pack(d, "user")
 
 
+@pytest.mark.parametrize("tag", ["!!python/object/apply:os.system", "!!python/object/new:os.system", "!!python/name:os.system", "!!python/object:pathlib.Path"])
+def test_python_tags_inside_a_rule_are_rejected_and_never_run(tmp_path, tag):
+    marker = tmp_path / "pwned"
+    text = GOOD.replace(', "Check {missing_group_free_line}"', "").replace(
+        "title: Disk full", f"title: {tag} [\"touch {marker}\"]"
+    )
+    d = pack(tmp_path, "r.yaml", text)
+    with pytest.raises(RuleError) as e:
+        load_pack(d, "user")
+    assert "not valid YAML" in e.value.one_line() and "r.yaml:1" in e.value.one_line()
+    assert not marker.exists()
+
+
 def test_user_rule_overrides_bundled_rule_with_the_same_id(tmp_path):
     d = pack(tmp_path, "cuda-oom.yaml", GOOD.replace(', "Check {missing_group_free_line}"', "").replace("Disk full", "Overridden"))
     book = load_rulebook([str(d)])

@@ -79,6 +79,24 @@ def test_catastrophic_pattern_is_time_bounded(tmp_path):
     assert m.timeouts and "slow" in m.timeouts[0]
 
 
+def test_a_rule_that_keeps_timing_out_is_dropped(tmp_path):
+    import time
+
+    from slurmdoc.engine.matcher import MAX_TIMEOUTS
+
+    m = Matcher(book_of(tmp_path, mk("slow", kw='"a"', pat="(a|aa)+$"), mk("fast", kw='"boom"')))
+    hostile = line_event("a" * 40 + "!")
+    for _ in range(MAX_TIMEOUTS):
+        assert m.classify(hostile) is None
+    assert m.gave_up(m.book.by_id("slow"))
+    t = time.monotonic()
+    for _ in range(100):  # no longer tried: a hundred more hostile lines cost nothing
+        assert m.classify(hostile) is None
+    assert time.monotonic() - t < 0.1
+    assert m.classify(line_event("boom 7")).rule.id == "fast"  # the others still work
+    assert len(m.timeouts) == 2 and "not used for the rest of the input" in m.timeouts[1]
+
+
 from hypothesis import given
 from hypothesis import strategies as st
 

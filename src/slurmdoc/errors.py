@@ -24,6 +24,12 @@ class InputError(SlurmdocError):
     exit_code = 2
 
 
+class ConfigError(SlurmdocError):
+    """An unreadable or invalid config file, or a setting naming something missing."""
+
+    exit_code = 2
+
+
 class RuleError(SlurmdocError):
     """An invalid rule pack. The message names file, rule and field."""
 

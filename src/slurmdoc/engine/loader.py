@@ -31,6 +31,7 @@ class Rule:
     keywords: tuple[str, ...] = ()
     groups: frozenset[str] = frozenset()
     known_ranks: Optional[object] = None  # compiled `known_ranks` regex
+    replaces: Optional[str] = None  # file of the rule with the same id this one replaced
 
     @property
     def category(self) -> str:
@@ -83,7 +84,8 @@ def _placeholders(text: str) -> list[str]:
     return names
 
 
-def _load_file(path: Path, pack: str) -> Rule:
+def load_file(path: Path, pack: str) -> Rule:
+    """One rule file, validated and compiled; RuleError names file, line, rule and field."""
     fname = str(path)
     stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name[: -len(".yml")]
     try:
@@ -157,7 +159,8 @@ def _load_file(path: Path, pack: str) -> Rule:
     return Rule(stem, spec, fname, pack, patterns, excludes, keywords, frozenset(groups), known)
 
 
-def _rule_files(directory: Path) -> list[Path]:
+def rule_files(directory: Path) -> list[Path]:
+    """Every rule file below `directory`, in a stable order."""
     files = [p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
     return sorted(files, key=lambda p: str(p.relative_to(directory)))
 
@@ -166,8 +169,8 @@ def load_pack(directory: Path, pack: str) -> list[Rule]:
     if not directory.is_dir():
         raise RuleError(str(directory), None, None, "rule directory does not exist")
     rules: dict[str, Rule] = {}
-    for path in _rule_files(directory):
-        rule = _load_file(path, pack)
+    for path in rule_files(directory):
+        rule = load_file(path, pack)
         if rule.id in rules:
             raise RuleError(str(path), rule.id, "id", f"duplicate rule id, also defined in {rules[rule.id].file}")
         rules[rule.id] = rule
@@ -181,6 +184,8 @@ def load_rulebook(extra_dirs: Optional[list[str]] = None) -> Rulebook:
         merged[r.id] = r
     for d in extra_dirs or []:
         for r in load_pack(Path(os.path.expanduser(d)), d):
+            if r.id in merged:
+                r.replaces = merged[r.id].file
             merged[r.id] = r
     if not merged:
         raise RuleError(", ".join(extra_dirs or []) or "rules", None, None, "no rules found")

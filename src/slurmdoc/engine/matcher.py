@@ -10,6 +10,8 @@ from slurmdoc.diagnosis.ranks import to_int
 from slurmdoc.engine.loader import MATCH_TIMEOUT, Rule, Rulebook
 from slurmdoc.models import Event
 
+MAX_TIMEOUTS = 3  # a rule that times out on this many events is not tried again in the run
+
 
 @dataclass(slots=True)
 class Match:
@@ -56,6 +58,7 @@ class Matcher:
     def __init__(self, book: Rulebook) -> None:
         self.book = book
         self.timeouts: list[str] = []
+        self._timed_out: dict[str, int] = {}
         # candidates in the order they are tried: higher priority first, then id
         self.ordered = sorted(book.rules, key=lambda r: (-r.spec.priority, r.id))
         cs = sorted({k for r in book.rules if not r.spec.ignore_case for k in r.keywords})
@@ -119,6 +122,20 @@ class Matcher:
                     caps = {k: v for k, v in m.groupdict().items() if v is not None}
                     return m.start(), caps
         except TimeoutError:
-            if len(self.timeouts) < 20:
-                self.timeouts.append(f"rule {rule.id}: a pattern ran past {MATCH_TIMEOUT}s on one event and was skipped")
+            self._timeout(rule)
         return None
+
+    def gave_up(self, rule: Rule) -> bool:
+        """True once the rule timed out often enough to be dropped for this run."""
+        return self._timed_out.get(rule.id, 0) >= MAX_TIMEOUTS
+
+    def _timeout(self, rule: Rule) -> None:
+        """One warning per rule; after MAX_TIMEOUTS the rule is dropped, so a pattern with
+        catastrophic backtracking costs a bounded time however many lines provoke it."""
+        n = self._timed_out[rule.id] = self._timed_out.get(rule.id, 0) + 1
+        if n == 1:
+            self.timeouts.append(f"rule {rule.id} ({rule.file}): a pattern ran past {MATCH_TIMEOUT}s on one event and was skipped")
+        if n == MAX_TIMEOUTS:
+            self._line_rules = [r for r in self._line_rules if r is not rule]
+            self._tb_rules = [r for r in self._tb_rules if r is not rule]
+            self.timeouts.append(f"rule {rule.id}: timed out on {n} events, not used for the rest of the input (`slurmdoc rules lint` shows risky patterns)")

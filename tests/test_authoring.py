@@ -1,0 +1,187 @@
+"""Rule authoring: list, show, test, lint, try; the bundled pack passes, a broken one fails."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from slurmdoc.engine.authoring import (
+    AMBIGUOUS_REPEAT,
+    OVERLAPPING_ALTERNATIVES,
+    lint,
+    lint_rule,
+    list_rules,
+    load_layers,
+    render_lint,
+    render_test,
+    render_try,
+    risky_constructs,
+    show_rule,
+    test_rules,
+    try_rule,
+)
+from slurmdoc.engine.loader import Rulebook, load_file, load_rulebook
+from slurmdoc.errors import InputError
+
+BROKEN = Path(__file__).parent / "data" / "broken_rules"
+
+
+def test_bundled_pack_passes_test_and_lint():
+    pack = load_layers([])
+    assert pack.problems == [] and len(pack.targets) == len(load_rulebook().rules)
+    report = test_rules(pack)
+    assert report.ok, render_test(report)
+    assert len(report.results) > 3 * len(pack.targets)
+    linted = lint(pack)
+    # the bundled pack is lint-clean, warnings included: a risky pattern or an example gap
+    # added to it should be fixed, not tolerated
+    assert not linted.failed(strict=True), render_lint(linted)
+
+
+def test_broken_pack_fails_rules_test_with_each_reason():
+    report = test_rules(load_layers([str(BROKEN)]))
+    assert not report.ok
+    not_loaded = {(Path(p.where.split(":")[0]).name, p.field) for p in report.problems}
+    assert not_loaded == {("typo-field.yaml", "keywrods"), ("bad-placeholder.yaml", "remediation.summary"), ("dup-id.yaml", "id")}
+    failed = {(r.rule_id, r.kind, r.index): r.detail for r in report.failed}
+    assert failed == {
+        ("stolen-example", "match", 0): "not classified as stolen-example (got: cuda-oom)",
+        ("wrong-capture", "match", 0): "captures differ: shard: expected '4', got '3'",
+        ("matches-no-match", "no_match", 0): "matches-no-match matched text it must not match",
+        ("todo-now-matches", "todo_match", 0): "now matches: move it to match",
+    }
+    # only the directory's rules are reported on, in the context of the whole pack
+    assert {r.rule_id for r in report.results} == {r.id for r in load_layers([str(BROKEN)]).targets}
+    text = render_test(report)
+    assert "did you mean 'keywords'" in text and "| RuntimeError: missing shard 3 of 8" in text
+    assert text.splitlines()[-1].startswith("8 rules, ") and "4 failed in 4 rules" in text and "3 rule files not loaded" in text
+
+
+def test_broken_pack_fails_lint_with_errors_and_warnings():
+    report = lint(load_layers([str(BROKEN)]))
+    got = {(Path(p.where.split(":")[0]).name, p.level, p.field) for p in report.problems if p.level != "info"}
+    assert got == {
+        ("typo-field.yaml", "error", "keywrods"),
+        ("bad-placeholder.yaml", "error", "remediation.summary"),
+        ("dup-id.yaml", "error", "id"),
+        ("empty-match.yaml", "error", "patterns[0]"),
+        ("catastrophic.yaml", "warning", "patterns[0]"),
+        ("half-placeholder.yaml", "warning", "remediation.summary"),
+    }
+    assert report.failed() and report.count("error") == 4 and report.count("warning") == 2
+    text = render_lint(report)
+    assert "typo-field.yaml:4: rule 'typo-field': field 'keywrods': unknown field; did you mean 'keywords'?" in text
+    assert "{device} prints '?' when patterns[1] matches" in text
+
+
+def test_lint_warnings_alone_fail_only_when_strict(tmp_path):
+    d = tmp_path / "pack"
+    d.mkdir()
+    shutil.copy(BROKEN / "catastrophic.yaml", d)
+    report = lint(load_layers([str(d)]))
+    assert report.count("warning") == 1 and report.count("error") == 0
+    assert not report.failed() and report.failed(strict=True)
+
+
+def test_a_user_rule_replacing_a_bundled_one_is_noted(tmp_path):
+    d = tmp_path / "pack"
+    d.mkdir()
+    text = (BROKEN / "wrong-capture.yaml").read_text().replace('shard: "4"', 'shard: "3"')
+    (d / "cuda-oom.yaml").write_text(text)
+    pack = load_layers([str(d)])
+    notes = [p for p in pack.problems if p.level == "info"]
+    assert len(notes) == 1 and "replaces the rule of the same id" in notes[0].message and "cuda-oom.yaml" in notes[0].message
+    rows = {r.id: r for r in list_rules(load_rulebook([str(d)]))}
+    assert rows["cuda-oom"].pack == str(d) and rows["cuda-oom"].replaces.endswith("memory/cuda-oom.yaml")
+    assert rows["nan-loss"].pack == "bundled" and rows["nan-loss"].replaces is None
+
+
+def test_refine_with_a_category_no_rule_produces_is_an_error():
+    rule = load_file(BROKEN / "wrong-capture.yaml", "user")
+    object.__setattr__(rule.spec, "refine_with", ["host_oom"])  # frozen model: a test-only edit
+    problems = lint_rule(rule, Rulebook([rule]))
+    assert [(p.level, p.field) for p in problems if p.field == "refine_with"] == [("error", "refine_with")]
+    problems = lint_rule(rule, load_rulebook())
+    assert not [p for p in problems if p.field == "refine_with"]
+
+
+@pytest.mark.parametrize(
+    "pattern, risk",
+    [
+        (r"(a+)+$", AMBIGUOUS_REPEAT),
+        (r"(.*)*", AMBIGUOUS_REPEAT),
+        (r"(\w+\s?)+$", AMBIGUOUS_REPEAT),
+        (r"(a|aa)+$", AMBIGUOUS_REPEAT),
+        (r"(x+x+)+y", AMBIGUOUS_REPEAT),
+        (r"(?i)(A+)+", AMBIGUOUS_REPEAT),
+        (r"(?:a|a)+$", OVERLAPPING_ALTERNATIVES),
+        (r"(\d+|\w+)*", OVERLAPPING_ALTERNATIVES),
+    ],
+)
+def test_risky_patterns_are_flagged(pattern, risk):
+    assert risk in risky_constructs(pattern)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(\s+\w+)+", r"x(?:\d+,)*\d+", r"(?:foo|bar)+", r"(?:ab|ac)+", r"(?>a+)+", r"(?:a++)+", r"[^\]]+", r"(?:.*\n)*?Error", r"(?:, \w+)*", r"\p{L}+"],
+)
+def test_safe_patterns_are_not_flagged(pattern):
+    assert risky_constructs(pattern) == []
+
+
+def test_flagged_patterns_really_backtrack_and_safe_ones_do_not():
+    # the lint's claim checked against the regex engine itself, with the matcher's flags
+    import regex
+
+    flags = regex.MULTILINE | regex.VERSION0
+    hostile = "a" * 40 + "!"
+    with pytest.raises(TimeoutError):
+        regex.compile(r"(?:a|aa)+$", flags).search(hostile, timeout=0.2)
+    for safe in (r"(?>a|aa)+$", r"a+$"):
+        assert regex.compile(safe, flags).search(hostile, timeout=0.2) is None
+
+
+def test_show_renders_template_and_the_filled_remediation():
+    text = show_rule(load_rulebook(), "cuda-oom")
+    assert text.startswith("cuda-oom: CUDA out of memory")
+    assert "{ranks} ran out of GPU memory" in text  # the template, placeholders visible
+    assert "{size} (capture)" in text and "{ranks} (built-in)" in text
+    assert "Rank 0 ran out of GPU memory" in text  # as diagnose prints it
+    assert "examples: 5 match" in text
+
+
+def test_show_unknown_id_suggests_close_ids():
+    with pytest.raises(InputError) as e:
+        show_rule(load_rulebook(), "cuda-om")
+    assert "did you mean cuda-oom" in e.value.one_line()
+
+
+def test_try_reports_lines_ranks_captures_and_the_winner(write):
+    log = write(
+        "job.log",
+        "\n".join(
+            [
+                "[rank0]: iteration 5",
+                "[rank2]: Traceback (most recent call last):",
+                '[rank2]:   File "train.py", line 9, in <module>',
+                "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.",
+                "[rank1]: RuntimeError: CUDA error: out of memory",
+                "[rank3]: out of memory in the bucket allocator",
+            ]
+        ),
+    )
+    book = load_rulebook()
+    rep = try_rule(book, "cuda-oom", [log])
+    assert [(h.lineno, h.who, h.kind, h.winner) for h in rep.hits] == [(4, "rank 2", "traceback", "cuda-oom"), (5, "rank 1", "line", "cuda-oom")]
+    assert rep.hits[0].captures == {"size": "1.00 GiB"}
+    assert [w for w, _ in rep.near] == [f"{log}:6"]
+    assert rep.lines == 6
+    out = render_try(rep, show_near=True)
+    assert f"{log}:4  rank 2  traceback" in out and "size='1.00 GiB'" in out and "keyword, no pattern matched" in out
+    # a rule whose matches a higher-priority rule takes says so
+    rep = try_rule(book, "python-exception", [log])
+    assert [(h.lineno, h.winner) for h in rep.hits] == [(4, "cuda-oom")]
+    assert "which ranks higher" in render_try(rep)
