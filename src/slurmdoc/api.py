@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import datetime
-from typing import Callable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from slurmdoc.diagnosis.analyze import Analyzer
 from slurmdoc.engine.loader import Rulebook, load_rulebook
@@ -13,8 +13,9 @@ from slurmdoc.engine.matcher import Matcher
 from slurmdoc.errors import InputError
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.prefix import PrefixParser
+from slurmdoc.ingest.scan import Budget, Prefilter, Scan
 from slurmdoc.ingest.sources import Input, make_inputs, read_lines
-from slurmdoc.models import Diagnosis, LogLine
+from slurmdoc.models import Diagnosis, LogLine, SourceInfo
 
 
 def _default_year(inputs: list[Input]) -> int:
@@ -30,30 +31,34 @@ def _default_year(inputs: list[Input]) -> int:
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
-def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None):
-    """Every input line as LogLine(s), in order; `\\r` segments share their line number.
+def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> Iterator[LogLine]:
+    """One input line as LogLine(s); `\\r` segments share their line number.
 
     ANSI colour/cursor sequences are removed first: they are terminal decoration, and they
     would hide prefixes and exception lines from the parser.
     """
+    if "\x1b" in raw:
+        raw = ANSI.sub("", raw)
+    if "\r" in raw or parser.glued(raw):
+        # `\r` progress updates and records glued to them: one LogLine per piece,
+        # pieces without a prefix of their own belong to the line's first printer
+        head: Optional[LogLine] = None
+        for seg in raw.split("\r"):
+            for piece in parser.split_glued(seg):
+                ll = parser.parse(src, lineno, piece, head)
+                if head is None:
+                    head = ll
+                yield ll
+    else:
+        yield parser.parse(src, lineno, raw)
+
+
+def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None) -> Iterator[LogLine]:
+    """Every input line as LogLine(s), in order (the exact, line-by-line reader)."""
     parser = PrefixParser(_default_year(inputs))
     for inp in inputs:
-        src = inp.info
         for lineno, raw in read_lines(inp, warnings, on_bytes):
-            if "\x1b" in raw:
-                raw = ANSI.sub("", raw)
-            if "\r" in raw or parser.glued(raw):
-                # `\r` progress updates and records glued to them: one LogLine per piece,
-                # pieces without a prefix of their own belong to the line's first printer
-                head: Optional[LogLine] = None
-                for seg in raw.split("\r"):
-                    for piece in parser.split_glued(seg):
-                        ll = parser.parse(src, lineno, piece, head)
-                        if head is None:
-                            head = ll
-                        yield ll
-            else:
-                yield parser.parse(src, lineno, raw)
+            yield from split_line(parser, inp.info, lineno, raw)
 
 
 def diagnose(
@@ -62,9 +67,14 @@ def diagnose(
     rule_dirs: Optional[list[str]] = None,
     skew: float = 1.0,
     on_bytes: Optional[Callable[[int], None]] = None,
+    budget: Optional[Budget] = Budget(),
+    stats: Optional[dict] = None,
 ) -> Diagnosis:
     """Read the logs at `paths` (files, directories, globs, '-'), and name the root cause.
 
+    `budget` sets how much the fast reader parses around what the prefilter finds (see
+    ingest/scan.py); `budget=None` parses every line. `stats`, when given, receives the
+    reader's counts (lines, lines parsed, prefilter hits, prefilter engine).
     Raises InputError when nothing readable is found, RuleError for an invalid rule pack.
     """
     book = rulebook if rulebook is not None else load_rulebook(rule_dirs)
@@ -73,21 +83,44 @@ def diagnose(
     matcher = Matcher(book)
     assembler = Assembler(matcher.interesting)
     analyzer = Analyzer([i.info for i in inputs], skew=skew)
-    lines = 0
+    parser = PrefixParser(_default_year(inputs))
+    prefilter = Prefilter(*matcher.keywords) if budget is not None else None
     note = analyzer.note_stream
     seen = analyzer.seen
-    for ll in iter_loglines(inputs, warnings, on_bytes):
-        lines += 1
-        if ll.stream not in seen and ll.origin == "rank":
-            note(ll.stream, ll.who)  # only printers with a rank count for the layout
-        for ev in assembler.feed(ll):
-            m = matcher.classify(ev)
-            if m is not None:
-                analyzer.add(ev, m)
+    classify = matcher.classify
+    add = analyzer.add
+    lines = parsed = hits = 0
+    for inp in inputs:
+        if prefilter is not None and budget is not None:
+            head, tail = budget.per_input(len(inputs))
+            reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes)
+            numbered: Iterable[tuple[int, str, bool]] = reader
+        else:
+            reader = None
+            numbered = ((n, raw, True) for n, raw in read_lines(inp, warnings, on_bytes))
+        src = inp.info
+        n = 0
+        for n, raw, hit in numbered:
+            parsed += 1
+            assembler.quiet = not hit
+            for ll in split_line(parser, src, n, raw):
+                if ll.stream not in seen and ll.origin == "rank":
+                    note(ll.stream, ll.who)  # only printers with a rank count for the layout
+                for ev in assembler.feed(ll):
+                    m = classify(ev)
+                    if m is not None:
+                        add(ev, m)
+        if reader is not None:
+            lines += reader.lines
+            hits += reader.hits
+        else:
+            lines += n
     for ev in assembler.flush():
-        m = matcher.classify(ev)
+        m = classify(ev)
         if m is not None:
-            analyzer.add(ev, m)
+            add(ev, m)
+    if stats is not None:
+        stats.update(lines=lines, parsed=parsed, hits=hits, engine=prefilter.engine if prefilter else "exact")
     if lines == 0:
         if warnings:
             raise InputError(warnings[-1])

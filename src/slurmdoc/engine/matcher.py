@@ -63,6 +63,7 @@ class Matcher:
         self.ordered = sorted(book.rules, key=lambda r: (-r.spec.priority, r.id))
         cs = sorted({k for r in book.rules if not r.spec.ignore_case for k in r.keywords})
         ci = sorted({k for r in book.rules if r.spec.ignore_case for k in r.keywords})
+        self.keywords = (cs, ci)  # every trigger literal: (case-sensitive, ignore-case)
         parts = ([trie_regex(cs)] if cs else []) + ([f"(?i:{trie_regex(ci)})"] if ci else [])
         self._prefilter = re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
         self._line_rules = [r for r in self.ordered if r.spec.scope in ("line", "any")]

@@ -39,7 +39,7 @@ MAX_FOREIGN = 50
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "banners", "embedded")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -51,6 +51,8 @@ class _Stream:
         self.banners = 0
         self.embedded = False
         self.last_ts: Optional[datetime] = None
+        self.ts_gen = 0
+        self.last_seq = 0
 
 
 class Assembler:
@@ -58,7 +60,11 @@ class Assembler:
         self.interesting = interesting
         self.streams: dict[tuple, _Stream] = {}
         self.source_ts: dict[int, datetime] = {}
+        self.source_gen: dict[int, int] = {}
         self.seq = 0
+        self.gen = 0  # bumped when lines went unseen: timestamps seen before may be stale
+        self.active: dict[tuple, _Stream] = {}  # streams in the middle of an event
+        self.quiet = False  # set by the reader: no trigger word on the current input line
 
     # ---- public -----------------------------------------------------------------
     def feed(self, line: LogLine) -> Iterator[Event]:
@@ -72,19 +78,46 @@ class Assembler:
             st = self.streams[line.stream] = _Stream()
         if line.ts is not None:
             st.last_ts = line.ts
+            st.ts_gen = self.gen
             self.source_ts[line.source] = line.ts
+            self.source_gen[line.source] = self.gen
+        st.last_seq = self.seq
         yield from self._step(st, line)
+        if st.mode == "idle":
+            if self.active:
+                self.active.pop(line.stream, None)
+        else:
+            self.active[line.stream] = st
+
+    def skipped(self) -> None:
+        """Some lines were not fed (the fast reader skipped them)."""
+        self.gen += 1
+
+    def busy(self, horizon: int = 2048) -> bool:
+        """Is some stream in the middle of an event that its next lines may continue?
+
+        A stream silent for `horizon` lines no longer counts: a rank that died in the
+        middle of printing must not keep the reader parsing every line to the end.
+        """
+        floor = self.seq - horizon
+        return any(st.last_seq > floor for st in self.active.values())
 
     def flush(self) -> Iterator[Event]:
         for st in self.streams.values():
             yield from self._close(st)
         self.streams.clear()
+        self.active.clear()
 
     # ---- internals --------------------------------------------------------------
     def _when(self, st: _Stream, line: LogLine) -> Optional[datetime]:
         if line.ts is not None:
             return line.ts
-        return st.last_ts or self.source_ts.get(line.source)
+        if st.last_ts is not None and st.ts_gen == self.gen:
+            return st.last_ts
+        src = self.source_ts.get(line.source)
+        if src is not None and self.source_gen.get(line.source) == self.gen:
+            return src  # the neighbours' time is closer than this stream's last, stale one
+        return st.last_ts or src
 
     def _idle(self, st: _Stream, line: LogLine) -> Iterator[Event]:
         t = line.text
@@ -96,7 +129,7 @@ class Assembler:
             st.tail = 0
             st.embedded = False
             return
-        if t and self.interesting(t):
+        if t and not self.quiet and self.interesting(t):
             yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
 
     def _append(self, ev: Event, line: LogLine) -> None:
@@ -235,5 +268,5 @@ class Assembler:
     def _idle_foreign(self, st: _Stream, line: LogLine) -> Iterator[Event]:
         """A line that interrupts a traceback (another printer in the same stream)."""
         t = line.text
-        if t and self.interesting(t):
+        if t and not self.quiet and self.interesting(t):
             yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)

@@ -1,0 +1,367 @@
+"""Fast reading: block reads, one multi-pattern prefilter over whole blocks, and full
+parsing only where a diagnosis can need it.
+
+A training log is almost all progress lines that no rule cares about. Parsing every line
+in Python costs microseconds a line, about a minute per GiB. Instead each input is read
+in large blocks into one reused buffer and searched, block at a time, for every trigger
+literal of the rule pack at once (Hyperscan when installed, else Python's `re`). Lines are
+parsed only in:
+
+- the head of each input (start-up banners: who the ranks are, the layout, the date);
+- the tail of each input (each rank's last activity, the launcher's last words);
+- a window around every prefilter hit: a few lines before it (the rank's recent
+  timestamps), the hit, and on while any rank is in the middle of a traceback, then a few
+  lines more (a traceback's frames and a launcher's summary carry no trigger words).
+
+Everything else is only counted (newlines), so line numbers stay exact. The consumer
+tells the scanner when it is in the middle of a multi-line record (`busy`) and is told
+when lines were skipped (`skipped`), so it can stop trusting the timestamps it saw before.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import zlib
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, SNIFF, Input, _Prefixed, _utf16_lines, looks_binary
+
+try:  # optional accelerator: wheels exist for x86-64 Linux/Windows/macOS and arm64 macOS
+    import hyperscan as _hs
+except Exception:  # pragma: no cover - depends on the platform
+    _hs = None
+
+BLOCK = 8 << 20
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much is parsed line by line around what the prefilter finds."""
+
+    head: int = 1 << 20  # bytes at the start of all inputs together
+    tail: int = 2 << 20  # bytes at the end of all inputs together
+    min_head: int = 4 << 10  # per input, however many inputs there are
+    min_tail: int = 16 << 10
+    before: int = 32  # lines parsed before a hit
+    after: int = 32  # lines parsed after the last hit of a window
+
+    def per_input(self, n: int) -> tuple[int, int]:
+        n = max(n, 1)
+        return max(self.head // n, self.min_head), max(self.tail // n, self.min_tail)
+
+
+EXACT = None  # pass budget=EXACT to parse every line
+
+
+class Prefilter:
+    """Offsets of trigger literals in a block of bytes."""
+
+    def __init__(self, case_sensitive: list[str], ignore_case: list[str], engine: str = "auto") -> None:
+        words = [(w.encode("utf-8"), False) for w in case_sensitive] + [(w.encode("utf-8"), True) for w in ignore_case]
+        self.engine = "none"
+        self._db = None
+        self._re: Optional[re.Pattern[bytes]] = None
+        if not words:
+            return
+        if engine in ("auto", "hyperscan") and _hs is not None:
+            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            db.compile(
+                expressions=[_hs_literal(w) for w, _ in words],
+                ids=list(range(len(words))),
+                elements=len(words),
+                flags=[_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in words],
+            )
+            self._db = db
+            self.engine = "hyperscan"
+            return
+        if engine == "hyperscan":
+            raise RuntimeError("hyperscan is not installed")
+        from slurmdoc.engine.matcher import trie_regex
+
+        cs = [w.decode("latin-1") for w, ci in words if not ci]
+        ci = [w.decode("latin-1") for w, ci in words if ci]
+        parts = ([trie_regex(cs)] if cs else []) + ([f"(?i:{trie_regex(ci)})"] if ci else [])
+        self._re = re.compile("|".join(parts).encode("latin-1"))
+        self.engine = "re"
+
+    def find(self, buf: bytearray, end: int) -> list[int]:
+        """Sorted offsets (somewhere inside each match) of every literal in buf[:end]."""
+        if self._db is not None:
+            out: list[int] = []
+            add = out.append
+
+            def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                add(to - 1)
+
+            self._db.scan(memoryview(buf)[:end], match_event_handler=on_match)
+            out.sort()
+            return out
+        if self._re is not None:
+            return [m.start() for m in self._re.finditer(buf, 0, end)]
+        return []
+
+
+def _hs_literal(w: bytes) -> bytes:
+    """A literal as a Hyperscan expression (every non-alphanumeric byte escaped)."""
+    return b"".join(bytes([c]) if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122) else b"\\x%02x" % c for c in w)
+
+
+class Scan:
+    """Reads one input; yields (line number, text, hit) of the lines worth parsing.
+
+    `hit` is False when the prefilter found no trigger literal on the line, so no rule
+    can match it alone (it may still continue a traceback).
+    `lines` holds the input's total line count once the iteration has ended.
+    """
+
+    def __init__(
+        self,
+        inp: Input,
+        prefilter: Prefilter,
+        head: int,
+        tail: int,
+        budget: Budget,
+        warnings: list[str],
+        busy: Callable[[], bool],
+        skipped: Callable[[], None],
+        on_bytes: Optional[Callable[[int], None]] = None,
+    ) -> None:
+        self.inp = inp
+        self.prefilter = prefilter
+        self.head = head
+        self.tail = tail
+        self.budget = budget
+        self.warnings = warnings
+        self.busy = busy
+        self.skipped = skipped
+        self.on_bytes = on_bytes
+        self.lines = 0
+        self.parsed = 0
+        self.hits = 0
+        self.long_lines = 0
+
+    # ---- helpers ------------------------------------------------------------------
+    def _long(self, lineno: int, skipped: int) -> None:
+        self.long_lines += 1
+        if self.long_lines <= MAX_LINE_WARNINGS:
+            self.warnings.append(f"{self.inp.info.path}:{lineno}: line longer than {MAX_LINE} bytes; kept its first {MAX_LINE} bytes, skipped {skipped}")
+
+    @staticmethod
+    def _text(data: bytearray, s: int, e: int) -> str:
+        if e > s and data[e - 1] == 13:  # CRLF
+            e -= 1
+        return data[s:e].decode("utf-8", "replace")
+
+    # ---- the scan -----------------------------------------------------------------
+    def __iter__(self) -> Iterator[tuple[int, str, bool]]:
+        name = self.inp.info.path
+        try:
+            f = self.inp.open()
+        except OSError as e:
+            self.warnings.append(f"{name}: skipped, cannot open: {e.strerror or e}")
+            return
+        try:
+            yield from self._scan(f)
+        finally:
+            if self.long_lines > MAX_LINE_WARNINGS:
+                self.warnings.append(f"{name}: {self.long_lines - MAX_LINE_WARNINGS} more lines longer than {MAX_LINE} bytes were cut")
+            try:
+                f.close()
+            except Exception:  # closing a damaged gzip can raise again; nothing to do
+                pass
+
+    def _read(self, f, view: memoryview) -> int:
+        try:
+            return f.readinto(view) or 0
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+            what = "truncated gzip" if isinstance(e, EOFError) else f"read error ({e})"
+            if self.lines == 0:
+                self.warnings.append(f"{self.inp.info.path}: skipped, {what}")
+            else:
+                self.warnings.append(f"{self.inp.info.path}: {what} after line {self.lines}; diagnosed the lines before it")
+            raise _Stop from None
+
+    def _scan(self, f) -> Iterator[tuple[int, str, bool]]:
+        b = self.budget
+        size = None if isinstance(f, gzip.GzipFile) else self.inp.size
+        tail_start = max(size - self.tail, 0) if size is not None else None
+        data = bytearray(BLOCK)
+        view = memoryview(data)
+        filled = 0  # bytes held in data
+        offset = 0  # input offset of data[0]
+        lineno = 0  # lines before data[0]
+        first = True
+        eof = False
+        in_window = False
+        window_until = -1  # a window stays open at least up to this line
+        checked = 0
+        ring: deque[tuple[int, bytes]] = deque()  # skipped end of an input of unknown size
+        ring_bytes = 0
+        try:
+            while not eof or filled:
+                if not eof and filled < BLOCK:
+                    n = self._read(f, view[filled:])
+                    if n == 0:
+                        eof = True
+                    elif self.on_bytes is not None:
+                        self.on_bytes(n)
+                    filled += n
+                    if filled < BLOCK and not eof:
+                        continue  # short read (pipe, gzip): fill the block first
+                if first:
+                    first = False
+                    if filled == 0:
+                        return
+                    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                        # UTF-16 (e.g. PowerShell): bytes cannot be searched for ASCII words
+                        for lineno, text in _utf16_lines(io.BufferedReader(_Prefixed(bytes(data[:filled]), f))):  # type: ignore[arg-type]
+                            self.lines = lineno
+                            self.parsed += 1
+                            yield lineno, text, True
+                        return
+                    if data.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+                        data[: filled - 3] = data[3:filled]
+                        filled -= 3
+                        offset = 3
+                    nl = data.find(b"\n", 0, min(filled, MAX_LINE))
+                    if looks_binary(bytes(data[: min(nl + 1 if nl >= 0 else filled, SNIFF)])):
+                        self.warnings.append(f"{self.inp.info.path}: skipped, binary data, not a text log")
+                        return
+                if eof:
+                    end = filled
+                else:
+                    end = data.rfind(b"\n", 0, filled) + 1
+                    if end == 0:
+                        # one line longer than the block: keep its first MAX_LINE bytes,
+                        # read the rest of it and drop it
+                        lineno += 1
+                        text = data[:MAX_LINE].decode("utf-8", "replace")
+                        consumed = filled
+                        filled = 0
+                        while True:
+                            n = self._read(f, view)
+                            if n == 0:
+                                eof = True
+                                break
+                            if self.on_bytes is not None:
+                                self.on_bytes(n)
+                            nl = data.find(b"\n", 0, n)
+                            if nl >= 0:
+                                consumed += nl + 1
+                                data[: n - nl - 1] = data[nl + 1:n]
+                                filled = n - nl - 1
+                                break
+                            consumed += n
+                        self._long(lineno, consumed - MAX_LINE)
+                        offset += consumed
+                        self.lines = lineno
+                        self.parsed += 1
+                        yield lineno, text, True
+                        continue
+                hits = self.prefilter.find(data, end)
+                self.hits += len(hits)
+                hi = 0
+                pos = 0
+                head_end = self.head - offset  # block offsets below this are in the head
+                tail_at = (tail_start - offset) if tail_start is not None else end + 1
+                while pos < end:
+                    if not (in_window or pos < head_end or pos >= tail_at):
+                        hit = hits[hi] if hi < len(hits) else end
+                        if tail_at <= hit and tail_at < end:
+                            # the tail starts before the next hit: parse from its first line on
+                            s = data.rfind(b"\n", pos, tail_at) + 1 or pos
+                            if s > pos:
+                                lineno += data.count(b"\n", pos, s)
+                                self.skipped()
+                            pos = tail_at = s
+                            continue
+                        if hit >= end:
+                            # nothing more in this block: count its lines
+                            skipped = data.count(b"\n", pos, end)
+                            if eof and data[end - 1] != 10:
+                                skipped += 1  # a last line without its newline
+                            if size is None and self.tail:
+                                ring.append((lineno, bytes(data[pos:end])))
+                                ring_bytes += end - pos
+                                while ring_bytes - len(ring[0][1]) >= self.tail:
+                                    ring_bytes -= len(ring.popleft()[1])
+                            lineno += skipped
+                            if skipped:
+                                self.skipped()
+                            break
+                        # a window: a few lines before the hit's line, then on from there
+                        s = data.rfind(b"\n", pos, hit) + 1 or pos
+                        for _ in range(b.before):
+                            if s <= pos:
+                                break
+                            s = data.rfind(b"\n", pos, s - 1) + 1 or pos
+                        if s > pos:
+                            lineno += data.count(b"\n", pos, s)
+                            self.skipped()
+                        ring.clear()
+                        ring_bytes = 0
+                        pos = s
+                        in_window = True
+                        window_until = lineno + b.before + 1 + b.after
+                        checked = lineno
+                        continue
+                    # parse one line
+                    nl = data.find(b"\n", pos, end)
+                    e = nl if nl >= 0 else end
+                    lineno += 1
+                    if e - pos > MAX_LINE:
+                        self._long(lineno, e - pos - MAX_LINE)
+                        text = self._text(data, pos, pos + MAX_LINE)
+                    else:
+                        text = self._text(data, pos, e)
+                    pos = e + 1
+                    hit = hi < len(hits) and hits[hi] < pos
+                    if hit:
+                        while hi < len(hits) and hits[hi] < pos:
+                            hi += 1
+                        # a hit keeps (or puts) the window open for `after` lines more
+                        in_window = True
+                        window_until = lineno + b.after
+                    self.parsed += 1
+                    yield lineno, text, hit
+                    if in_window and lineno >= window_until and lineno - checked >= 8:
+                        checked = lineno
+                        if not self.busy():
+                            in_window = False
+                self.lines = lineno
+                offset += end
+                rest = filled - end
+                if rest:
+                    data[:rest] = data[end:filled]
+                filled = rest
+            self.lines = lineno
+            # an input of unknown size (stdin, gzip): parse what was skipped at its very end
+            if ring:
+                ln = ring[0][0]
+                blob = b"".join(seg for _, seg in ring)
+                start = 0
+                if ring_bytes > self.tail:  # start on a line boundary within the budget
+                    cut = blob.find(b"\n", ring_bytes - self.tail)
+                    if cut >= 0:
+                        ln += blob.count(b"\n", 0, cut + 1)
+                        start = cut + 1
+                pieces = blob[start:].split(b"\n")
+                if pieces and pieces[-1] == b"":
+                    pieces.pop()
+                self.skipped()
+                for piece in pieces:
+                    ln += 1
+                    if piece.endswith(b"\r"):
+                        piece = piece[:-1]
+                    self.parsed += 1
+                    yield ln, piece[:MAX_LINE].decode("utf-8", "replace"), False
+        except _Stop:
+            self.lines = lineno
+
+
+class _Stop(Exception):
+    pass

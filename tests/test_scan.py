@@ -1,0 +1,196 @@
+"""The fast reader (ingest/scan.py) must see what the exact, line-by-line reader sees.
+
+The reference is `diagnose(..., budget=None)`, which parses every line. The fast reader
+parses only heads, tails and windows around prefilter hits; these tests shrink those
+budgets to nothing so that on small logs too the windows alone must carry the diagnosis.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from slurmdoc.api import diagnose
+from slurmdoc.engine.loader import load_rulebook
+from slurmdoc.engine.matcher import Matcher
+from slurmdoc.ingest import scan as scan_mod
+from slurmdoc.ingest import sources
+from slurmdoc.ingest.scan import Budget, Prefilter, Scan
+from slurmdoc.ingest.sources import make_inputs
+from slurmdoc.report.json_format import render
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTHING = Budget(head=0, tail=0, min_head=0, min_tail=0)
+CASES = sorted(
+    [str(p) for p in (ROOT / "tests" / "forms").glob("*.log")]
+    + [str(p) for p in (ROOT / "tests" / "forms").iterdir() if p.is_dir()]
+    + [str(p) for p in (ROOT / "fixtures").glob("*/*") if p.is_dir()]
+)
+
+
+def _key(d: dict) -> tuple:
+    rc = d["root_cause"] or {}
+    return (
+        d["status"],
+        rc.get("category"),
+        rc.get("rule_id"),
+        rc.get("rank"),
+        rc.get("source"),
+        rc.get("message"),
+        rc.get("timestamp"),
+        rc.get("traceback"),
+        [(s["category"], s["rule_id"], s["ranks"], s["count"], s["first_source"]) for s in d["symptoms"]],
+    )
+
+
+def _json(paths, **kw) -> dict:
+    return json.loads(render(diagnose(paths, **kw)))
+
+
+@pytest.fixture(scope="module")
+def keywords():
+    return Matcher(load_rulebook(None)).keywords
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: Path(c).name)
+def test_windows_alone_give_the_exact_readers_diagnosis(case):
+    """With no head and no tail, prefilter windows alone still find every event."""
+    assert _key(_json([case], budget=NOTHING)) == _key(_json([case], budget=None))
+
+
+@pytest.mark.parametrize("case", CASES[::3], ids=lambda c: Path(c).name)
+def test_small_blocks_and_short_lines_change_nothing(case, monkeypatch):
+    """Block boundaries every 4 KiB and a 1 KiB line cap: same result as the exact reader
+    under the same cap (many block edges, lines cut by both readers alike)."""
+    monkeypatch.setattr(scan_mod, "BLOCK", 4096)
+    monkeypatch.setattr(scan_mod, "MAX_LINE", 1024)
+    monkeypatch.setattr(sources, "MAX_LINE", 1024)
+    assert _key(_json([case], budget=NOTHING)) == _key(_json([case], budget=None))
+
+
+def _genlog():
+    spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+@pytest.mark.parametrize("layout", ["srun", "rank", "files"])
+def test_generated_log_fast_json_is_byte_identical_to_exact(layout, tmp_path):
+    """A 10 MiB, 64-rank log: the default budgets leave most of it to the prefilter, and
+    the JSON report is byte for byte the exact reader's, and right."""
+    out = tmp_path / ("job" if layout == "files" else "job.log")
+    truth = _genlog().generate(str(out), 10, 64, layout, root_rank=37)
+    stats: dict = {}
+    fast = render(diagnose([str(out)], stats=stats))
+    exact = render(diagnose([str(out)], budget=None))
+    assert fast == exact
+    assert stats["parsed"] < stats["lines"] / 2, stats
+    d = json.loads(fast)
+    assert d["root_cause"]["category"] == truth["category"]
+    assert d["root_cause"]["rank"] == truth["root_rank"]
+    assert d["root_cause"]["source"] == f"{truth['root_file']}:{truth['root_line']}"
+    assert d["ranks_seen"] == 64
+
+
+def test_prefilter_engines_agree(keywords):
+    cs, ci = keywords
+    text = (
+        "ok line\n"
+        "1: torch.OutOfMemoryError: CUDA out of memory\n"
+        "nothing here at all\n"
+        "[rank3]: Traceback (most recent call last):\n"
+        "srun: error: n1: task 3: Exited with exit code 1\n"
+        "done\n"
+    ).encode()
+    buf = bytearray(text)
+    lines_of = lambda offs: sorted({text.count(b"\n", 0, o) for o in offs})  # noqa: E731
+    via_re = Prefilter(cs, ci, engine="re")
+    assert via_re.engine == "re"
+    assert lines_of(via_re.find(buf, len(buf))) == [1, 3, 4]
+    if scan_mod._hs is not None:
+        via_hs = Prefilter(cs, ci, engine="hyperscan")
+        assert lines_of(via_hs.find(buf, len(buf))) == [1, 3, 4]
+
+
+def test_ignore_case_literals_match_any_case():
+    for engine in ["re"] + (["hyperscan"] if scan_mod._hs is not None else []):
+        p = Prefilter(["Exact"], ["shouting"], engine=engine)
+        buf = bytearray(b"exact\nEXACT\nExact\nSHOUTING\nShouting\n")
+        hits = sorted({bytes(buf).count(b"\n", 0, o) for o in p.find(buf, len(buf))})
+        assert hits == [2, 3, 4], engine
+
+
+def _scan(path, head, tail, keywords, warnings=None):
+    warnings = [] if warnings is None else warnings
+    (inp,) = make_inputs([str(path)], warnings)
+    b = Budget(head=head, tail=tail, min_head=head, min_tail=tail, before=0, after=0)
+    s = Scan(inp, Prefilter(*keywords), head, tail, b, warnings, lambda: False, lambda: None)
+    return s, list(s)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_tail_is_parsed_with_exact_line_numbers(tmp_path, keywords, compressed):
+    """Regular files know their size; gzip does not, and keeps the skipped end in a ring."""
+    lines = [f"iteration {i} loss 1.0" for i in range(1, 5001)]
+    raw = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / ("a.log.gz" if compressed else "a.log")
+    path.write_bytes(gzip.compress(raw) if compressed else raw)
+    s, got = _scan(path, 0, 200, keywords)
+    assert s.lines == 5000
+    assert got, "the tail was not parsed"
+    assert got[-1] == (5000, "iteration 5000 loss 1.0", False)
+    for n, text, _ in got:
+        assert text == lines[n - 1]
+    assert sum(len(t) + 1 for _, t, _ in got) <= 200 + 30
+
+
+def test_head_hits_and_counts(tmp_path, keywords):
+    body = [f"step {i}" for i in range(1, 2001)]
+    body[1499] = "Traceback (most recent call last):"
+    path = tmp_path / "a.log"
+    path.write_text("\n".join(body))  # no final newline
+    s, got = _scan(path, 50, 0, keywords)
+    assert s.lines == 2000
+    numbers = [n for n, _, _ in got]
+    assert numbers[:3] == [1, 2, 3]  # the head
+    assert (1500, "Traceback (most recent call last):", True) in got
+    assert 1000 not in numbers  # skipped
+    assert s.hits == 1
+
+
+def test_crlf_bom_and_a_line_longer_than_a_block(tmp_path, keywords, monkeypatch):
+    monkeypatch.setattr(scan_mod, "BLOCK", 4096)
+    long = "x" * 10000 + " Traceback"
+    text = "\ufefffirst\r\n" + "a\r\n" * 100 + long + "\r\n" + "RuntimeError: boom Traceback\r\nlast"
+    path = tmp_path / "a.log"
+    path.write_bytes(text.encode("utf-8"))
+    warnings: list[str] = []
+    s, got = _scan(path, 0, 0, keywords, warnings)
+    assert s.lines == 104
+    by_no = {n: t for n, t, _ in got}
+    assert len(by_no[102]) == min(scan_mod.MAX_LINE, 4096)  # a giant line keeps its start
+    assert by_no[103] == "RuntimeError: boom Traceback"  # CR removed
+    assert any("line longer than" in w for w in warnings)
+
+
+def test_progress_reports_every_byte(tmp_path):
+    path = tmp_path / "a.log"
+    path.write_bytes(b"hello world\n" * 300_000)
+    got: list[int] = []
+    diagnose([str(path)], on_bytes=got.append)
+    assert sum(got) == path.stat().st_size
+
+
+def test_binary_and_utf16_inputs(tmp_path):
+    b = tmp_path / "a.log"
+    b.write_bytes(b"\x00\x01\x02" * 5000)
+    u = tmp_path / "b.log"
+    u.write_text("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n", encoding="utf-16")
+    d = diagnose([str(b), str(u)])
+    assert d.root_cause is not None and d.root_cause.rank == 1
+    assert any("binary" in w for w in d.warnings)
