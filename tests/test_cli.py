@@ -277,3 +277,10 @@ def test_rules_try_streams_stdin_and_exits_1_on_no_match():
     assert r.returncode == 0 and "<stdin>:3  rank 1  traceback" in out and "No module named 'apex'" in out
     r = run("rules", "try", "cuda-oom", "-", stdin=TB.encode())
     assert r.returncode == 1 and b"cuda-oom: 0 matches" in r.stdout
+
+def test_exact_reader_gives_the_same_json():
+    log = str(EXAMPLE)
+    fast = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", "-f", "json", log], capture_output=True, text=True)
+    exact = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", "--exact", "-f", "json", log], capture_output=True, text=True)
+    assert fast.returncode == exact.returncode == 1
+    assert fast.stdout == exact.stdout and '"cuda_oom"' in fast.stdout

@@ -97,6 +97,28 @@ def test_generated_log_fast_json_is_byte_identical_to_exact(layout, tmp_path):
     assert d["ranks_seen"] == 64
 
 
+def test_python_re_fallback_gives_the_same_report(tmp_path, monkeypatch):
+    """Where Hyperscan has no wheel, Python's re does the prefiltering: same JSON."""
+    out = tmp_path / "job.log"
+    _genlog().generate(str(out), 3, 16, "srun", root_rank=5)
+    exact = render(diagnose([str(out)], budget=None))
+    monkeypatch.setenv("SLURMDOC_PREFILTER", "re")
+    stats: dict = {}
+    windows_only = render(diagnose([str(out)], budget=NOTHING, stats=stats))
+    assert stats["engine"] == "re" and stats["parsed"] < stats["lines"]
+    assert _key(json.loads(windows_only)) == _key(json.loads(exact))
+    assert render(diagnose([str(out)])) == exact
+
+
+def test_unknown_prefilter_is_a_usage_error(tmp_path, monkeypatch):
+    from slurmdoc.errors import InputError
+
+    (tmp_path / "a.log").write_text("hello\n")
+    monkeypatch.setenv("SLURMDOC_PREFILTER", "grep")
+    with pytest.raises(InputError, match="SLURMDOC_PREFILTER"):
+        diagnose([str(tmp_path / "a.log")])
+
+
 def test_prefilter_engines_agree(keywords):
     cs, ci = keywords
     text = (

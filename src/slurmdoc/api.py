@@ -84,7 +84,15 @@ def diagnose(
     assembler = Assembler(matcher.interesting)
     analyzer = Analyzer([i.info for i in inputs], skew=skew)
     parser = PrefixParser(_default_year(inputs))
-    prefilter = Prefilter(*matcher.keywords) if budget is not None else None
+    prefilter = None
+    if budget is not None:
+        engine = os.environ.get("SLURMDOC_PREFILTER", "auto")
+        if engine not in ("auto", "hyperscan", "re"):
+            raise InputError(f"SLURMDOC_PREFILTER={engine!r} is not a prefilter", "use auto, hyperscan or re")
+        try:
+            prefilter = Prefilter(*matcher.keywords, engine=engine)
+        except RuntimeError as e:
+            raise InputError(f"SLURMDOC_PREFILTER={engine}: {e}", "pip install hyperscan, or use auto") from None
     note = analyzer.note_stream
     seen = analyzer.seen
     classify = matcher.classify
@@ -93,7 +101,7 @@ def diagnose(
     for inp in inputs:
         if prefilter is not None and budget is not None:
             head, tail = budget.per_input(len(inputs))
-            reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes)
+            reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes, seen.__len__)
             numbered: Iterable[tuple[int, str, bool]] = reader
         else:
             reader = None

@@ -60,9 +60,13 @@ def diagnose(
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="User rule directory (repeatable; default $SLURMDOC_RULES, else the config file); same id replaces a bundled rule."),
     skew: float = typer.Option(1.0, "--skew", min=0.0, max=86400.0, metavar="SECONDS", help="Clock skew tolerated between nodes when ordering failures."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr (default: on for large inputs on a terminal)."),
+    exact: bool = typer.Option(False, "--exact", help="Parse every line instead of only the lines near trigger words (much slower; same verdict)."),
 ) -> None:
     """Name the root-cause failure of a job log, its rank and node, the symptoms it caused, and a fix."""
-    from slurmdoc.api import diagnose as run
+    from slurmdoc.api import diagnose as api_diagnose
+
+    def run(*a, **kw):
+        return api_diagnose(*a, budget=None, **kw) if exact else api_diagnose(*a, **kw)
 
     for stream in (sys.stdout, sys.stderr):
         try:  # a report must not die on a terminal that cannot show a character

@@ -46,6 +46,7 @@ class Budget:
     tail: int = 2 << 20  # bytes at the end of all inputs together
     min_head: int = 4 << 10  # per input, however many inputs there are
     min_tail: int = 16 << 10
+    max_head: int = 32 << 20  # the head grows while new ranks keep appearing in it, up to this
     before: int = 32  # lines parsed before a hit
     after: int = 32  # lines parsed after the last hit of a window
 
@@ -129,8 +130,10 @@ class Scan:
         busy: Callable[[], bool],
         skipped: Callable[[], None],
         on_bytes: Optional[Callable[[int], None]] = None,
+        printers: Optional[Callable[[], int]] = None,
     ) -> None:
         self.inp = inp
+        self.printers = printers  # how many printers (ranks) the consumer has seen so far
         self.prefilter = prefilter
         self.head = head
         self.tail = tail
@@ -201,6 +204,8 @@ class Scan:
         checked = 0
         ring: deque[tuple[int, bytes]] = deque()  # skipped end of an input of unknown size
         ring_bytes = 0
+        head_limit = self.head
+        printers_mark = -1  # printers seen at 3/4 of the head
         try:
             while not eof or filled:
                 if not eof and filled < BLOCK:
@@ -266,9 +271,23 @@ class Scan:
                 self.hits += len(hits)
                 hi = 0
                 pos = 0
-                head_end = self.head - offset  # block offsets below this are in the head
+                head_end = head_limit - offset  # block offsets below this are in the head
                 tail_at = (tail_start - offset) if tail_start is not None else end + 1
                 while pos < end:
+                    if self.printers is not None and head_end > 0 and pos >= head_end - (self.head >> 2):
+                        # start-up banners of thousands of ranks can outgrow the head: while
+                        # its last quarter still brought new printers, extend it
+                        n = self.printers()
+                        if printers_mark < 0:
+                            printers_mark = n
+                        elif pos >= head_end:
+                            if n > printers_mark and head_limit + self.head <= max(b.max_head, self.head):
+                                head_limit += self.head
+                                head_end += self.head
+                                printers_mark = -1
+                            else:
+                                head_end = 0
+                                head_limit = 0  # the head is over
                     if not (in_window or pos < head_end or pos >= tail_at):
                         hit = hits[hi] if hi < len(hits) else end
                         if tail_at <= hit and tail_at < end:
