@@ -11,6 +11,7 @@ from slurmdoc.diagnosis.analyze import Analyzer
 from slurmdoc.engine.loader import Rulebook, load_rulebook
 from slurmdoc.engine.matcher import Matcher
 from slurmdoc.errors import InputError
+from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.ingest.scan import Budget, Prefilter, Scan
@@ -93,6 +94,8 @@ def diagnose(
             prefilter = Prefilter(*matcher.keywords, engine=engine)
         except RuntimeError as e:
             raise InputError(f"SLURMDOC_PREFILTER={engine}: {e}", "pip install hyperscan, or use auto") from None
+    tracker = ActivityTracker()
+    observe = tracker.observe
     note = analyzer.note_stream
     seen = analyzer.seen
     classify = matcher.classify
@@ -112,6 +115,7 @@ def diagnose(
             parsed += 1
             assembler.quiet = not hit
             for ll in split_line(parser, src, n, raw):
+                observe(ll)
                 if ll.stream not in seen and ll.origin == "rank":
                     note(ll.stream, ll.who)  # only printers with a rank count for the layout
                 for ev in assembler.feed(ll):
@@ -134,7 +138,7 @@ def diagnose(
             raise InputError(warnings[-1])
         raise InputError(f"{', '.join(i.info.path for i in inputs)}: input is empty, nothing to diagnose")
     warnings.extend(matcher.timeouts)
-    return analyzer.finish(lines, tuple(i.info.path for i in inputs), warnings)
+    return analyzer.finish(lines, tuple(i.info.path for i in inputs), warnings, activity=tracker.result())
 
 
 # The Slurm integration's entry points (triage, diagnose_job, epilog) live in slurmdoc.slurm;

@@ -93,6 +93,39 @@ class Event:
         return "\n".join(self.lines)
 
 
+@dataclass(slots=True)
+class ProgressMark:
+    """The last progress line (iteration, step, batch, ...) a printer was seen at."""
+
+    marker: str  # id of the progress marker that read it (ingest/progress.yaml)
+    label: str  # its word for reports: "iteration", "step", ...
+    step: int
+    epoch: Optional[int]
+    total: Optional[int]
+    source: int
+    lineno: int
+    ts: Optional[datetime]
+    text: str
+
+
+@dataclass(slots=True)
+class RankActivity:
+    """What one printer (one rank's stream) was last seen doing (ingest.activity).
+
+    `who` is resolved to a global rank by the analyzer, once the layout is known. Only the
+    lines the reader parsed were observed: there may be gaps.
+    """
+
+    who: RankRef
+    source: int  # last non-blank line
+    lineno: int
+    text: str
+    line_ts: Optional[datetime]  # that line's own timestamp, if it had one
+    last_ts: Optional[datetime]  # the latest timestamp this printer printed
+    lines: int = 0
+    progress: dict[str, ProgressMark] = field(default_factory=dict)  # marker id -> last mark
+
+
 # ---- what leaves the library -------------------------------------------------------
 
 
@@ -162,6 +195,20 @@ class LauncherVerdict(_Frozen):
     note: str
 
 
+class RankProgress(_Frozen):
+    """One rank's last activity: its last line, and the last progress step it printed."""
+
+    rank: int
+    last_source: str
+    last_time: Optional[str]
+    last_line: str
+    step: Optional[int] = None
+    epoch: Optional[int] = None
+    unit: Optional[str] = None  # "iteration", "step", "batch", ...
+    step_source: Optional[str] = None
+    step_time: Optional[str] = None
+
+
 class Diagnosis(_Frozen):
     schema_version: Literal[1] = 1
     status: Literal["failed", "no_failure"]
@@ -174,3 +221,4 @@ class Diagnosis(_Frozen):
     lines_read: int = 0
     warnings: tuple[str, ...] = ()
     launcher_verdicts: tuple[LauncherVerdict, ...] = ()
+    progress: tuple[RankProgress, ...] = ()  # per-rank last activity, when the job ended in a hang

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Optional
 
+from slurmdoc.diagnosis.hang import Stall, by_sequence, find_stall
 from slurmdoc.diagnosis.ranks import describe, parse_tasks, ranges, to_int
 from slurmdoc.engine.loader import Rule
 from slurmdoc.engine.matcher import Match
@@ -20,6 +21,8 @@ from slurmdoc.models import (
     Diagnosis,
     Event,
     LauncherVerdict,
+    RankActivity,
+    RankProgress,
     RankRef,
     Remediation,
     RootCause,
@@ -32,6 +35,7 @@ MAX_STREAMS_SEEN = 500_000
 FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
 OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
+HANG_ENDINGS = ("time_limit", "cancelled")  # job-level endings that may hide a hung rank
 EXIT_SIGNALS = {-9: "SIGKILL", -15: "SIGTERM", -6: "SIGABRT", -11: "SIGSEGV", -7: "SIGBUS"}
 
 
@@ -103,6 +107,7 @@ class Analyzer:
         self.placements: dict[tuple[int, int, int], int] = {}  # (source, node index, local rank) -> rank
         self.named_locals: list[RankRef] = []  # local ranks named by launcher lines
         self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
+        self.seqs: dict[tuple, tuple[RankRef, int]] = {}  # rank -> collective it timed out in
         # the job's layout, worked out once the input has been read (_layout)
         self.nested_sources: set[int] = set()
         self.node_order: dict[int, int] = {}
@@ -133,6 +138,7 @@ class Analyzer:
             # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
             # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
             refs = self._refs(event, match)
+            self._note_seq(refs, match.captures)
             known = {r.key() for r in prev.refs}
             prev.refs.extend(r for r in refs if r.key() not in known)
             g = self.symptoms.get(rule.id)
@@ -142,6 +148,7 @@ class Analyzer:
             return
         f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
         self._last[stream] = f
+        self._note_seq(f.refs, match.captures)
         for r in f.refs:
             if r.local is not None and len(self.named_locals) < 100_000:
                 self.named_locals.append(r)  # local ranks a launcher names count for the layout
@@ -177,6 +184,14 @@ class Analyzer:
                 self.contexts.append(f)
             if rule.spec.exit_evidence and len(self.exits) < 1000 and self._nonzero(f):
                 self.exits.append(f)
+
+    def _note_seq(self, refs: list[RankRef], caps: dict[str, str]) -> None:
+        """The collective a rank timed out in (NCCL's SeqNum / last enqueued work)."""
+        pos = to_int(caps.get("enqueued")) if "enqueued" in caps else to_int(caps.get("seq"))
+        if pos is None or pos < 0 or len(self.seqs) >= 100_000:
+            return
+        for r in refs:
+            self.seqs.setdefault(r.key(), (r, pos))
 
     def _refs(self, event: Event, match: Match) -> list[RankRef]:
         who = event.first.who
@@ -299,7 +314,7 @@ class Analyzer:
         return first
 
     # ---- the result -----------------------------------------------------------
-    def finish(self, lines_read: int, inputs: tuple[str, ...], warnings: list[str]) -> Diagnosis:
+    def finish(self, lines_read: int, inputs: tuple[str, ...], warnings: list[str], activity: Optional[list[RankActivity]] = None) -> Diagnosis:
         self._layout()
         all_ranks = sorted(set(self._ranks(self.seen.values())) | self.known_ranks)
         total = len(all_ranks)
@@ -326,10 +341,18 @@ class Analyzer:
             root, stragglers = self._promote(all_ranks)
             promoted = True
 
+        stall: Optional[Stall] = None
+        acts: dict[int, RankActivity] = {}
+        if root is not None and self._hang_like(root, promoted):
+            acts = self._activity_by_rank(activity or [])
+            stall = self._stall(root, stragglers, all_ranks, acts)
+            if stall is not None and stall.kind != "known":
+                stragglers = stall.ranks
+
         root_model: Optional[RootCause] = None
         root_group_key = None
         if root is not None:
-            root_model, root_group_key = self._root_model(root, promoted, total, all_ranks, rank_host, stragglers, ended_by)
+            root_model, root_group_key = self._root_model(root, promoted, total, all_ranks, rank_host, stragglers, ended_by, stall)
 
         symptoms = self._symptoms(root, root_group_key, set(root_model.ranks) if root_model else set())
         verdicts = self._verdicts(root_model)
@@ -348,7 +371,90 @@ class Analyzer:
             lines_read=lines_read,
             warnings=tuple(warnings),
             launcher_verdicts=tuple(verdicts),
+            progress=self._progress(acts),
         )
+
+    # ---- hangs: the rank that stopped first -------------------------------------
+    @staticmethod
+    def _hang_like(root: Finding, promoted: bool) -> bool:
+        """A job that ended without an error of its own: time limit, cancellation, or a
+        collective timeout that leads because nothing else failed."""
+        if root.rule.category in HANG_ENDINGS and root.rule.role == "cause":
+            return True
+        return promoted and root.rule.spec.missing_rank_is_root
+
+    def _activity_by_rank(self, activity: list[RankActivity]) -> dict[int, RankActivity]:
+        out: dict[int, RankActivity] = {}
+        for a in activity:
+            r = self.resolve(a.who)
+            if r is None:
+                continue
+            have = out.get(r)
+            if have is None:
+                out[r] = a
+                continue
+            # one rank seen in several streams (a prefix and a per-rank file): keep the
+            # busier record, and the later mark of each progress marker
+            keep, other = (have, a) if have.lines >= a.lines else (a, have)
+            merged = RankActivity(keep.who, keep.source, keep.lineno, keep.text, keep.line_ts, max((t for t in (keep.last_ts, other.last_ts) if t is not None), default=None), keep.lines + other.lines, dict(other.progress))
+            for mid, m in keep.progress.items():
+                o = merged.progress.get(mid)
+                if o is None or (m.ts or datetime.min, m.source, m.lineno) >= (o.ts or datetime.min, o.source, o.lineno):
+                    merged.progress[mid] = m
+            out[r] = merged
+        return out
+
+    def _stall(self, root: Finding, stragglers: list[int], all_ranks: list[int], acts: dict[int, RankActivity]) -> Optional[Stall]:
+        def where(src: int, lineno: int) -> str:
+            return f"{self.sources[src].path}:{lineno}"
+
+        if not stragglers and root.rule.category in HANG_ENDINGS:
+            # a collective timeout the others reported before the job was stopped
+            for g in self.symptoms.values():
+                missing = self._stragglers(g, all_ranks)
+                if missing and g.first.rule.spec.root_if_alone:
+                    reporters = self._ranks(g.refs.values())
+                    st = find_stall(acts, where, only=missing) or Stall(missing, reporters, "known")
+                    st.kind = "collective"
+                    st.others = reporters
+                    st.evidence.insert(0, f"{describe(reporters)} reported {g.first.rule.spec.title.lower()} (first at {self._src(g.first)}); {describe(missing)} never did")
+                    st.values.setdefault("progress", st.evidence[0])
+                    return st
+        if stragglers:
+            return find_stall(acts, where, only=stragglers)
+        positions: dict[int, int] = {}
+        for ref, pos in self.seqs.values():
+            r = self.resolve(ref)
+            if r is not None:
+                positions[r] = min(pos, positions.get(r, pos))
+        st = by_sequence(positions, {})
+        if st is not None:
+            known = find_stall(acts, where, only=st.ranks)
+            if known is not None:
+                st.evidence.extend(known.evidence)
+                st.values.update({k: v for k, v in known.values.items() if k != "progress"})
+            return st
+        return find_stall(acts, where)
+
+    def _progress(self, acts: dict[int, RankActivity]) -> tuple[RankProgress, ...]:
+        out = []
+        for r in sorted(acts)[:4096]:
+            a = acts[r]
+            mark = max(a.progress.values(), key=lambda m: (m.ts or datetime.min, m.source, m.lineno), default=None)
+            out.append(
+                RankProgress(
+                    rank=r,
+                    last_source=f"{self.sources[a.source].path}:{a.lineno}",
+                    last_time=a.last_ts.isoformat() if a.last_ts else None,
+                    last_line=a.text.strip(),
+                    step=mark.step if mark else None,
+                    epoch=mark.epoch if mark else None,
+                    unit=mark.label if mark else None,
+                    step_source=f"{self.sources[mark.source].path}:{mark.lineno}" if mark else None,
+                    step_time=mark.ts.isoformat() if mark and mark.ts else None,
+                )
+            )
+        return tuple(out)
 
     def _promote(self, all_ranks: list[int]) -> tuple[Finding, list[int]]:
         """No cause-role finding: pick the most telling symptom.
@@ -424,7 +530,7 @@ class Analyzer:
     def _group_key(self, f: Finding) -> tuple:
         return (f.rule.id, MASK.sub("#", f.message()))
 
-    def _root_model(self, root: Finding, promoted: bool, total: int, all_ranks: list[int], rank_host: dict[int, str], stragglers: list[int], ended_by: Optional[Finding] = None):
+    def _root_model(self, root: Finding, promoted: bool, total: int, all_ranks: list[int], rank_host: dict[int, str], stragglers: list[int], ended_by: Optional[Finding] = None, stall: Optional[Stall] = None):
         key = self._group_key(root)
         group = [f for f in self.causes if self._group_key(f) == key] if not promoted else [root]
         ranks = self._ranks(r for f in group for r in f.refs)
@@ -433,10 +539,16 @@ class Analyzer:
         evidence: list[str] = []
         reporters: list[int] = []
         if stragglers:
-            reporters = self._ranks(self.symptoms[root.rule.id].refs.values())
-            evidence.append(
-                f"{describe(reporters)} reported it (first at {self._src(root)}); {describe(stragglers)} never did"
-            )
+            if stall is not None and stall.kind != "known":
+                reporters = stall.others
+                evidence.extend(stall.evidence)
+            else:
+                reporters = self._ranks(self.symptoms[root.rule.id].refs.values()) if root.rule.id in self.symptoms else []
+                evidence.append(
+                    f"{describe(reporters)} reported it (first at {self._src(root)}); {describe(stragglers)} never did"
+                )
+                if stall is not None:
+                    evidence.extend(stall.evidence)
             ranks = stragglers
             rank = stragglers[0]
             if ended_by is not None:
@@ -454,6 +566,8 @@ class Analyzer:
                 ranks = [rank]
                 evidence.append(f"rank {rank} from {self._src(by)}: {by.message()[:200]}")
         node = root.node or (rank_host.get(rank) if rank is not None else None)
+        if stall is not None and stragglers and root.rule.spec.attribution == "text" and self.multi_node:
+            node = rank_host.get(rank) if rank is not None else None  # the job's host is not the straggler's
         rule = root.rule
         caps = dict(root.captures)
         # refine: a bare SIGKILL next to OOM-killer evidence is a host OOM, and so on
@@ -471,6 +585,7 @@ class Analyzer:
         rem = self._remediation(
             rule, caps, rank=rank, ranks=ranks, node=node, source=self._src(root), message=root.message(), count=len(group),
             stragglers=ranges(stragglers) if stragglers else None, reporters=ranges(reporters) if reporters else None,
+            progress=stall.values.get("progress") if stall else None, last_line=stall.values.get("last_line") if stall else None,
         )
         processes = len(group)
         if not ranks and processes > 1 and processes == total:

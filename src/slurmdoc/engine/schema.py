@@ -30,7 +30,7 @@ CATEGORIES = (
     "unknown",
 )
 
-BUILTIN_PLACEHOLDERS = ("rank", "ranks", "node", "source", "message", "count", "frame", "stragglers", "reporters")
+BUILTIN_PLACEHOLDERS = ("rank", "ranks", "node", "source", "message", "count", "frame", "stragglers", "reporters", "progress", "last_line")
 
 
 class _Strict(BaseModel):
