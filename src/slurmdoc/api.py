@@ -143,4 +143,4 @@ def diagnose(
 
 # The Slurm integration's entry points (triage, diagnose_job, epilog) live in slurmdoc.slurm;
 # they are re-exported here so `slurmdoc.api` stays the one library surface.
-from slurmdoc.slurm.api import triage  # noqa: E402,F401
+from slurmdoc.slurm.api import diagnose_job, triage  # noqa: E402,F401

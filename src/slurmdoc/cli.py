@@ -55,18 +55,38 @@ def _root(
 
 @app.command(epilog="Exit codes: 0 no failure found, 1 failure found, 2 usage error or unreadable input, 3 invalid rule pack.")
 def diagnose(
-    paths: List[str] = typer.Argument(..., metavar="PATH", help="Log files, directories, globs, or - for stdin (.gz read transparently)."),
+    paths: List[str] = typer.Argument(None, metavar="PATH", help="Log files, directories, globs, or - for stdin (.gz read transparently)."),
     fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal), json (the contract), markdown (for a ticket)."),
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="User rule directory (repeatable; default $SLURMDOC_RULES, else the config file); same id replaces a bundled rule."),
     skew: float = typer.Option(1.0, "--skew", min=0.0, max=86400.0, metavar="SECONDS", help="Clock skew tolerated between nodes when ordering failures."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr (default: on for large inputs on a terminal)."),
     exact: bool = typer.Option(False, "--exact", help="Parse every line instead of only the lines near trigger words (much slower; same verdict)."),
+    job: Optional[str] = typer.Option(None, "--job", "-j", metavar="JOBID", help="Diagnose a Slurm job: find its log (scontrol, sacct, slurm-%j.out) and join the diagnosis with its accounting record."),
+    log: List[str] = typer.Option([], "--log", metavar="PATH", help="With --job: the job's log, instead of locating it (repeatable; PATH arguments work too)."),
+    sacct_file: Optional[str] = typer.Option(None, "--sacct-file", metavar="FILE", help="With --job: saved `sacct -P`/`--json` output instead of running sacct."),
 ) -> None:
     """Name the root-cause failure of a job log, its rank and node, the symptoms it caused, and a fix."""
     from slurmdoc.api import diagnose as api_diagnose
 
     def run(*a, **kw):
         return api_diagnose(*a, budget=None, **kw) if exact else api_diagnose(*a, **kw)
+
+    paths = list(paths or [])
+    if job is None and (log or sacct_file):
+        _err("error: --log and --sacct-file go with --job JOBID")
+        raise typer.Exit(2)
+    if job is None and not paths:
+        _err("error: no log given (name log files, directories or -, or a Slurm job with --job JOBID)")
+        raise typer.Exit(2)
+    if job is not None:
+        from slurmdoc.api import diagnose_job
+
+        logs = paths + list(log)
+
+        def run(logs_, rule_dirs, skew, on_bytes=None):  # noqa: F811
+            return diagnose_job(job, logs=logs_ or None, sacct_file=sacct_file, rule_dirs=rule_dirs, skew=skew)
+
+        paths = logs
 
     for stream in (sys.stdout, sys.stderr):
         try:  # a report must not die on a terminal that cannot show a character
@@ -77,7 +97,7 @@ def diagnose(
     try:
         rules = _rule_dirs(rules)
         want = progress if progress is not None else sys.stderr.isatty()
-        total = _total_size(paths) if want else 0  # walks directories: only when it may show
+        total = _total_size(paths) if want and paths else 0  # walks directories: only when it may show
         show = want and total > 0 and (progress or total >= PROGRESS_MIN_BYTES)
         if show:
             result = _with_progress(lambda cb: run(paths, rule_dirs=rules, skew=skew, on_bytes=cb), total)
@@ -95,7 +115,8 @@ def diagnose(
         _emit(result, fmt)
     except BrokenPipeError:  # `slurmdoc ... | head`: the reader left; the verdict still stands
         _silence_stdout()
-    raise typer.Exit(1 if result.status == "failed" else 0)
+    failed = result.status == "failed" or (result.job is not None and result.job.status == "failed")
+    raise typer.Exit(1 if failed else 0)
 
 
 def _rule_dirs(cli_dirs: List[str]) -> List[str]:
@@ -156,7 +177,12 @@ def _emit(result, fmt: Fmt) -> None:
     elif fmt == Fmt.markdown:
         from slurmdoc.report.markdown import render as render_md
 
-        sys.stdout.write(render_md(result))
+        if result.job is not None:
+            from slurmdoc.report.job import render_markdown as render_job_md
+
+            sys.stdout.write(render_job_md(result.job))
+        if result.job is None or result.lines_read:
+            sys.stdout.write(render_md(result))
     else:
         from rich.console import Console
 
@@ -170,6 +196,14 @@ def _emit(result, fmt: Fmt) -> None:
             highlight=False,
             soft_wrap=not tty,
         )
+        if result.job is not None:
+            from slurmdoc.report.job import render_text as render_job
+
+            render_job(result.job, console)
+            if not result.lines_read:
+                sys.stdout.flush()
+                return
+            console.print("")
         render_term(result, console)
     sys.stdout.flush()
 
@@ -330,9 +364,59 @@ def rules_try(
     _out(render_try(report, near))
     raise typer.Exit(0 if report.hits else 1)
 
+class CommentTo(str, Enum):
+    comment = "comment"
+    admin = "admin"
+
+
+@app.command(epilog="Always exits 0 (a failing Epilog would drain the node); its own problems go to stderr in one line.")
+def epilog(
+    job_id: Optional[str] = typer.Option(None, "--job-id", metavar="JOBID", help="The job (default: $SLURM_JOB_ID)."),
+    exit_code: Optional[str] = typer.Option(None, "--exit-code", metavar="CODE", help="srun's status ($? after srun) or status:signal (default: $SLURM_JOB_EXIT_CODE2)."),
+    log: List[str] = typer.Option([], "--log", metavar="PATH", help="The job's log (default: $SLURM_JOB_STDOUT/STDERR, scontrol's StdOut/StdErr, slurm-%j.out); Slurm's %j %x %u %N ... patterns are expanded."),
+    out_dir: Optional[str] = typer.Option(None, "--out-dir", metavar="DIR", help="Write the report here instead of next to the log."),
+    ledger: Optional[str] = typer.Option(None, "--ledger", metavar="FILE", help="Append one JSON line per job to FILE (locked while writing)."),
+    webhook: Optional[str] = typer.Option(None, "--webhook", metavar="URL", help="POST the ledger line as JSON to URL (short timeout, within the budget)."),
+    comment: Optional[CommentTo] = typer.Option(None, "--comment", metavar="comment|admin", help="Record the verdict of a failed job in its Comment or AdminComment (scontrol update)."),
+    budget: float = typer.Option(30.0, "--budget", min=1.0, max=3600.0, metavar="SECONDS", help="Finish within this many seconds (a huge log is then diagnosed in part)."),
+    always: bool = typer.Option(False, "--always", help="Also write a report when the job had no failure."),
+    all_nodes: bool = typer.Option(False, "--all-nodes", help="In a node Epilog, act on every node of the job, not only its batch host."),
+    rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="Extra rule directory (repeatable)."),
+    no_sacct: bool = typer.Option(False, "--no-sacct", help="Do not ask sacct (accounting from the exit code and scontrol only)."),
+) -> None:
+    """The post-job hook: diagnose the job's log, join it with the accounting record, write slurm-JOBID.slurmdoc.txt/.json next to the log."""
+    import threading
+
+    def _give_up() -> None:
+        _err(f"epilog: job {job_id or os.environ.get('SLURM_JOB_ID', '?')}: budget of {budget:.0f} s exhausted, stopping")
+        os._exit(0)
+
+    guard = threading.Timer(max(0.5, budget - 0.2), _give_up)
+    guard.daemon = True
+    guard.start()
+    from slurmdoc.slurm.epilog import EpilogOptions, run_epilog
+
+    opts = EpilogOptions(job_id=job_id, exit_code=exit_code, logs=list(log), out_dir=out_dir, ledger=ledger,
+                         webhook=webhook, comment=comment.value if comment else None, budget=budget, always=always,
+                         all_nodes=all_nodes, rule_dirs=list(rules), sacct=not no_sacct)
+    res = run_epilog(opts)
+    guard.cancel()
+    try:
+        if res.summary:
+            where = f" (report: {res.wrote[-1]})" if res.wrote else ""
+            sys.stdout.write(f"slurmdoc: {res.summary}{where}\n")
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    if res.problems:
+        _err(f"epilog: job {res.job_id or '?'}: " + "; ".join(" ".join(p.split()) for p in res.problems))
+    raise typer.Exit(0)
+
 
 def main() -> None:
     """Console-script entry point: no Python traceback ever reaches the user."""
+    if len(sys.argv) > 1 and sys.argv[1] == "epilog":
+        _main_epilog()
     try:
         app()
     except SystemExit:
@@ -345,6 +429,25 @@ def main() -> None:
             raise
         _err(f"internal error: {type(e).__name__}: {e} (set SLURMDOC_DEBUG=1 for the traceback)")
         sys.exit(2)
+
+
+def _main_epilog() -> None:
+    """`slurmdoc epilog` exits 0 whatever happens, a usage error included: a non-zero Epilog
+    drains the node. Anything wrong is one line on stderr."""
+    code = 0
+    try:
+        app(standalone_mode=False)
+    except SystemExit:
+        pass
+    except BaseException as e:  # noqa: BLE001 - usage errors (format_message) and anything else
+        fmt = getattr(e, "format_message", None)
+        msg = fmt() if callable(fmt) else f"internal error: {type(e).__name__}: {e}"
+        _err("epilog: " + " ".join(str(msg).split()))
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from slurmdoc.slurm.models import JobVerdict
+
 Origin = Literal["rank", "launcher", "scheduler", "unknown"]
 
 
@@ -222,3 +224,4 @@ class Diagnosis(_Frozen):
     warnings: tuple[str, ...] = ()
     launcher_verdicts: tuple[LauncherVerdict, ...] = ()
     progress: tuple[RankProgress, ...] = ()  # per-rank last activity, when the job ended in a hang
+    job: Optional[JobVerdict] = None  # `diagnose --job` / epilog: the log joined with Slurm's accounting

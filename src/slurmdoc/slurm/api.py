@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Optional
 
-from slurmdoc.errors import InputError
+from slurmdoc.errors import InputError, SlurmdocError
 from slurmdoc.slurm.models import TriageReport
 from slurmdoc.slurm.sacct import read_sacct_file, run_sacct, select, with_job_defaults
 from slurmdoc.slurm.triage import triage_rows
@@ -46,3 +46,71 @@ def triage(job_ids: list[str], sacct_file: Optional[str] = None, stdin: Optional
     missing = tuple(j for j in ids if j not in found)
     status = "failed" if any(j.status == "failed" for j in jobs) else "ok"
     return TriageReport(status=status, jobs=tuple(jobs), not_found=missing, source=source)
+
+
+def diagnose_job(
+    job_id: str,
+    logs: Optional[list[str]] = None,
+    sacct_file: Optional[str] = None,
+    rule_dirs: Optional[list[str]] = None,
+    skew: float = 1.0,
+    rulebook=None,
+):
+    """One verdict for a job: its log (given, or located through scontrol/sacct/slurm-%j.out)
+    diagnosed and joined with its accounting record (sacct, or saved output). Returns a
+    Diagnosis whose `job` field holds the joined verdict. Raises InputError when neither half
+    can be had."""
+    from slurmdoc.api import diagnose
+    from slurmdoc.models import Diagnosis
+    from slurmdoc.slurm.fuse import fuse
+    from slurmdoc.slurm.locate import JobContext, locate
+
+    ids = check_job_ids([job_id])
+    if len(ids) != 1:
+        raise InputError(f"--job takes one job id, got {len(ids)}")
+    jid = ids[0]
+    warnings: list[str] = []
+    acct = None
+    try:
+        rep = triage([jid], sacct_file=sacct_file)
+        if rep.jobs:
+            acct = rep.jobs[0]
+        else:
+            warnings.append(f"job {jid}: not in the accounting records")
+    except SlurmdocError as e:
+        warnings.append(f"no accounting record: {e.one_line()}")
+
+    found_by: Optional[str] = None
+    note: Optional[str] = None
+    paths: list[str] = []
+    if logs:
+        paths, found_by = list(logs), "given"
+    else:
+        base = jid.split("+")[0]
+        ctx = None
+        if acct is not None:
+            ctx = JobContext(
+                job_id=acct.raw_id or base, array_job_id=acct.array_job_id, array_task_id=acct.array_task_id,
+                user=acct.user, name=acct.name, work_dir=acct.work_dir)
+        loc = locate(acct.raw_id if acct is not None and acct.raw_id and "_" in jid else base,
+                     sacct_stdout=acct.stdout if acct else None, work_dir=acct.work_dir if acct else None, ctx=ctx)
+        paths, found_by, note = loc.paths, (loc.how or None), loc.note
+
+    diag = None
+    if paths:
+        try:
+            diag = diagnose(paths, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew)
+        except InputError as e:
+            note = e.one_line()
+    elif note is None:
+        note = "no log found"
+    if diag is None and acct is None:
+        raise InputError(f"job {jid}: no accounting record and no log to diagnose ({note})",
+                         "pass the log with --log, or saved sacct output with --sacct-file")
+    jv = fuse(jid, diag, acct, logs=tuple(paths) if diag is not None else (), log_found_by=found_by if diag else None,
+              log_note=None if diag is not None else note)
+    if diag is not None:
+        status = "failed" if jv.status == "failed" else diag.status
+        return diag.model_copy(update={"job": jv, "status": status, "warnings": diag.warnings + tuple(warnings)})
+    return Diagnosis(status="failed" if jv.status == "failed" else "no_failure", root_cause=None, symptoms=(),
+                     ranks_seen=0, verdict=jv.verdict, warnings=tuple(warnings + ([note] if note else [])), job=jv)

@@ -71,3 +71,23 @@ class TriageReport(_Frozen):
     jobs: tuple[JobTriage, ...]
     not_found: tuple[str, ...] = ()  # requested ids sacct knows nothing about
     source: str = "sacct"  # sacct, or the --sacct-file path
+
+
+class JobVerdict(_Frozen):
+    """One verdict from both halves: the log's diagnosis and the accounting record.
+
+    Added to `diagnose --format json` as the optional `job` field (`diagnose --job`, epilog)."""
+
+    job_id: str
+    status: Literal["failed", "no_failure"]
+    category: Optional[str]  # contract category of the fused verdict
+    rank: Optional[int] = None  # from the log, when it names one
+    verdict: str  # one line
+    agrees: Optional[bool] = None  # None: only one half was available
+    contradictions: tuple[str, ...] = ()  # where the log and the accounting disagree, in words
+    notes: tuple[str, ...] = ()
+    accounting: Optional[JobTriage] = None
+    logs: tuple[str, ...] = ()
+    log_found_by: Optional[str] = None  # scontrol, sacct, default (slurm-%j.out), given, environment
+    log_note: Optional[str] = None  # why no log was diagnosed
+    partial: bool = False  # the epilog's time budget cut the diagnosis short

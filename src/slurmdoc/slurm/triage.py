@@ -223,7 +223,7 @@ def triage_job(rows: list[SacctRow]) -> JobTriage:
     rss_rows = [r for r in steps if r.max_rss_bytes]
     peak = max(rss_rows, key=lambda r: r.max_rss_bytes or 0) if rss_rows else None
     memory_note = None
-    if peak is not None and per_node:
+    if peak is not None and per_node and (peak.max_rss_bytes or 0) >= per_node // 2:
         share = (peak.max_rss_bytes or 0) / per_node
         where = f"step {peak.job_id}" + (f", task {peak.max_rss_task}" if peak.max_rss_task is not None else "") + (
             f" on {peak.max_rss_node}" if peak.max_rss_node else "")
@@ -235,7 +235,7 @@ def triage_job(rows: list[SacctRow]) -> JobTriage:
             if category == "killed" and sig == 9:
                 category = "host_oom"
                 notes.append("SIGKILL with the peak RSS at the memory request: most likely the OOM killer")
-    elif peak is not None:
+    elif peak is not None and not per_node:
         memory_note = f"peak task RSS {human_bytes(peak.max_rss_bytes)} (step {peak.job_id}); no memory request recorded"
 
     # time: elapsed against the limit

@@ -1,0 +1,46 @@
+"""The joined verdict of `diagnose --job` (and the epilog): accounting and log side by side,
+contradictions spelled out. Printed above the log's own diagnosis."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from slurmdoc.report.triage import detail_lines
+from slurmdoc.slurm.models import JobVerdict
+
+
+def lines(v: JobVerdict) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    a = v.accounting
+    if a is not None:
+        out.append(("accounting", f"{a.state} {a.exit_code or '?'} (derived {a.derived_exit_code or '?'}): {a.summary}"))
+        out += [(k, t) for k, t in detail_lines(a) if k in ("first failing step", "time", "memory")]
+    else:
+        out.append(("accounting", "no record"))
+    if v.logs:
+        out.append(("log", ", ".join(v.logs) + (f" (found by {v.log_found_by})" if v.log_found_by else "")))
+    elif v.log_note:
+        out.append(("log", f"not diagnosed: {v.log_note}"))
+    for c in v.contradictions:
+        out.append(("CONTRADICTION", c))
+    for n in v.notes:
+        out.append(("note", n))
+    return out
+
+
+def render_text(v: JobVerdict, console: Console) -> None:
+    head = Text("JOB VERDICT  ", style="bold red" if v.status == "failed" else "bold green")
+    head.append(v.verdict, style="bold")
+    if v.category:
+        head.append(f"  [{v.category}]", style="magenta")
+    console.print(head)
+    for label, text in lines(v):
+        style = "bold yellow" if label == "CONTRADICTION" else None
+        console.print(Text(f"  {label}: {text}", style=style or ""))
+
+
+def render_markdown(v: JobVerdict) -> str:
+    out = [f"# slurmdoc: job {v.job_id}", "", f"**Verdict:** {v.verdict}" + (f" (`{v.category}`)" if v.category else ""), ""]
+    out += [f"- **{label}:** {text}" for label, text in lines(v)]
+    return "\n".join(out) + "\n\n"
