@@ -104,16 +104,21 @@ def test_unwritable_out_dir(job_dir, tmp_path, bad):
 
 
 def test_budget_cuts_a_huge_log_short(tmp_path):
+    # 30 MB of tracebacks on every rank (slow to diagnose in full: every line is a candidate),
+    # then quiet progress lines and the planted failure in the last MiB
     log = tmp_path / f"slurm-{JOB}.out"
-    filler = b"0: step 1 loss 2.345 lr 1e-4 tokens/s 12345 filler filler filler filler filler\n" * 100_000
-    with open(log, "wb") as fh:
-        for _ in range(8):  # 64 MiB: far more than a few seconds of diagnosis
-            fh.write(filler)
-        fh.write(b"1: Traceback (most recent call last):\n1:   File \"t.py\", line 3, in <module>\n"
-                 b"1: RuntimeError: planted at the end\n")
-    p, took = run(["--job-id", JOB, "--exit-code", "1", "--log", str(log), "--no-sacct", "--budget", "5"])
+    with open(log, "w") as fh:
+        for i in range(200_000):
+            r = i % 64
+            fh.write(f"{r}: [rank{r}]: Traceback (most recent call last):\n"
+                     f"{r}: [rank{r}]:   File \"t.py\", line {i}, in <module>\n{r}: [rank{r}]: ValueError: noise {i}\n")
+        fh.write("0: step 1 loss 2.345 lr 1e-4 tokens/s 12345\n" * 40_000)
+        fh.write("1: Traceback (most recent call last):\n1:   File \"t.py\", line 3, in <module>\n"
+                 "1: RuntimeError: planted at the end\n")
+    p, took = run(["--job-id", JOB, "--exit-code", "1", "--log", str(log), "--no-sacct", "--budget", "6"])
     assert p.returncode == 0 and one_line(p.stderr)
-    assert took < 5.5
+    assert took < 6.5
+    assert "did not fit" in p.stderr
     rep = json.loads((tmp_path / f"slurm-{JOB}.slurmdoc.json").read_text())
     assert rep["job"]["partial"] is True
     assert rep["root_cause"]["message"] == "RuntimeError: planted at the end"  # found in the tail

@@ -84,7 +84,8 @@ def diagnose(
         logs = paths + list(log)
 
         def run(logs_, rule_dirs, skew, on_bytes=None):  # noqa: F811
-            return diagnose_job(job, logs=logs_ or None, sacct_file=sacct_file, rule_dirs=rule_dirs, skew=skew)
+            return diagnose_job(job, logs=logs_ or None, sacct_file=sacct_file, rule_dirs=rule_dirs, skew=skew,
+                                exact=exact)
 
         paths = logs
 

@@ -55,6 +55,7 @@ def diagnose_job(
     rule_dirs: Optional[list[str]] = None,
     skew: float = 1.0,
     rulebook=None,
+    exact: bool = False,
 ):
     """One verdict for a job: its log (given, or located through scontrol/sacct/slurm-%j.out)
     diagnosed and joined with its accounting record (sacct, or saved output). Returns a
@@ -99,7 +100,8 @@ def diagnose_job(
     diag = None
     if paths:
         try:
-            diag = diagnose(paths, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew)
+            kw = {"budget": None} if exact else {}
+            diag = diagnose(paths, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew, **kw)
         except InputError as e:
             note = e.one_line()
     elif note is None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping, Optional
 
-TAIL_BYTES = 4 << 20  # what a partial diagnosis reads of a log that did not fit the budget
+TAIL_BYTES = 1 << 20  # what a partial diagnosis reads of a log that did not fit the budget
 COMMENT_MAX = 250
 
 
