@@ -11,12 +11,14 @@ import re
 import string
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Optional
 
 from slurmdoc.diagnosis.hang import Stall, by_sequence, find_stall
 from slurmdoc.diagnosis.ranks import describe, parse_tasks, ranges, to_int
 from slurmdoc.engine.loader import Rule
 from slurmdoc.engine.matcher import Match
+from slurmdoc.engine.template import evaluate, parse
 from slurmdoc.models import (
     Diagnosis,
     Event,
@@ -37,6 +39,21 @@ MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
 OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
 HANG_ENDINGS = ("time_limit", "cancelled")  # job-level endings that may hide a hung rank
 EXIT_SIGNALS = {-9: "SIGKILL", -15: "SIGTERM", -6: "SIGABRT", -11: "SIGSEGV", -7: "SIGBUS"}
+
+
+@lru_cache(maxsize=4096)
+def _template(field_: str):
+    return parse(field_)
+
+
+def fill_field(field_: str, values: dict) -> Optional[str]:
+    """A placeholder's text: a value, or a helper computed from values (engine.template)."""
+    if field_ in values:
+        return str(values[field_])
+    try:
+        return evaluate(_template(field_), values)
+    except (ValueError, TypeError, ArithmeticError):
+        return None
 
 
 @dataclass(eq=False)
@@ -631,8 +648,9 @@ class Analyzer:
                 out.append(lit)
                 if name is None:
                     continue
-                if name in values:
-                    out.append(str(values[name]))
+                got = fill_field(name, values)
+                if got is not None:
+                    out.append(got)
                 elif drop_if_missing:
                     return None
                 else:
@@ -646,7 +664,13 @@ class Analyzer:
             return done[:1].upper() + done[1:]
 
         spec = rule.spec.remediation
-        fixes = [t for t in (fill(x, True) for x in spec.fix) if t]
+        def fill_fix(text: str) -> Optional[str]:
+            # [[ ... ]] is left out when a value inside is missing; any other missing value
+            # drops the whole line
+            text = OPTIONAL.sub(lambda m: fill(m.group(1), True) is not None and m.group(1) or "", text)
+            return fill(text, True)
+
+        fixes = [t for t in (fill_fix(x) for x in spec.fix) if t]
         summary = spec.straggler if (spec.straggler and "stragglers" in values) else spec.summary
         return Remediation(summary=fill_text(summary), why=fill_text(spec.why) if spec.why else None, fix=tuple(fixes))
 

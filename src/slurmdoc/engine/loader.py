@@ -15,6 +15,9 @@ import yaml
 from pydantic import ValidationError
 
 from slurmdoc.engine.schema import BUILTIN_PLACEHOLDERS, RuleSpec
+from slurmdoc.engine.template import TemplateError
+from slurmdoc.engine.template import names as template_names
+from slurmdoc.engine.template import parse as parse_template
 from slurmdoc.errors import RuleError
 
 MATCH_TIMEOUT = 0.25  # seconds any one pattern may spend on one event
@@ -145,9 +148,14 @@ def load_file(path: Path, pack: str) -> Rule:
             names = _placeholders(text)
         except ValueError as e:
             raise RuleError(fname, stem, fld, f"bad placeholder syntax: {e}")
-        for n in names:
-            if n not in allowed:
-                raise RuleError(fname, stem, fld, f"placeholder '{{{n}}}' names no capture group (groups: {', '.join(sorted(groups)) or 'none'})")
+        for field_ in names:
+            try:
+                used = template_names(parse_template(field_))
+            except TemplateError as e:
+                raise RuleError(fname, stem, fld, f"placeholder '{{{field_}}}': {e}")
+            for n in sorted(used):
+                if n not in allowed:
+                    raise RuleError(fname, stem, fld, f"placeholder '{{{n}}}' names no capture group (groups: {', '.join(sorted(groups)) or 'none'})")
     for i, ex in enumerate(spec.examples.matches()):
         for k in ex.captures:
             if k not in groups:

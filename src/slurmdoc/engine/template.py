@@ -1,0 +1,198 @@
+"""Remediation placeholders: a name, or a call of a named helper on names and numbers.
+
+`{rank}` fills in a value; `{divisors(heads)}` or `{near_multiples(gbs, product(mbs, dp))}`
+computes one from the captured numbers, so a configuration assert can say which values
+would satisfy it ("valid tensor-parallel sizes for 28 heads: 1, 2, 4, 7, 14, 28"). The
+helpers are a small fixed set (HELPERS); a template is parsed and checked when the rule pack
+loads (unknown helper, wrong number of arguments, a name that is no capture group), and a
+helper that cannot compute (a missing or non-numeric value, no exact quotient) gives no
+value, so the line is left out like any line with a missing value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+MAX_N = 10**12  # numbers beyond this are not worth factoring in a remediation message
+MAX_LIST = 24  # list at most this many values
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    args: tuple["Expr", ...]
+
+
+Expr = Union[str, int, Call]  # a placeholder name, an integer literal, or a helper call
+
+
+def _num(v) -> Optional[int]:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and re.fullmatch(r"-?\d{1,15}", v.strip()):
+        return int(v)
+    return None
+
+
+def _listing(nums: list[int]) -> str:
+    if len(nums) > MAX_LIST:
+        half = MAX_LIST // 2
+        return ", ".join(map(str, nums[:half])) + ", ..., " + ", ".join(map(str, nums[-2:]))
+    return ", ".join(map(str, nums))
+
+
+def divisors(n) -> Optional[str]:
+    """'1, 2, 4, 7, 14, 28': every value that divides n exactly."""
+    n = _num(n)
+    if n is None or n <= 0 or n > MAX_N:
+        return None
+    small, large = [], []
+    for d in range(1, math.isqrt(n) + 1):
+        if n % d == 0:
+            small.append(d)
+            if d != n // d:
+                large.append(n // d)
+    return _listing(small + large[::-1])
+
+
+def quotient(a, b) -> Optional[int]:
+    """a / b when b divides a exactly, else no value."""
+    a, b = _num(a), _num(b)
+    if a is None or b is None or b == 0 or a % b:
+        return None
+    return a // b
+
+
+def product(*xs) -> Optional[int]:
+    """The product of the values present: a missing factor (a parallel size the message
+    does not print) counts as 1; no value when none is present or one is not a number."""
+    nums = [_num(x) for x in xs]
+    if not nums or any(n is None for n in nums):
+        return None
+    out = 1
+    for n in nums:
+        out *= n  # type: ignore[operator]
+        if abs(out) > MAX_N:
+            return None
+    return out
+
+
+def near_multiples(n, m) -> Optional[str]:
+    """'1008 or 1032': the multiples of m just below and above n ('8' when n < m)."""
+    n, m = _num(n), _num(m)
+    if n is None or m is None or m <= 0 or n < 0:
+        return None
+    lo = (n // m) * m
+    hi = lo + m if lo != n else lo
+    if lo == hi:
+        return str(lo)
+    return str(hi) if lo == 0 else f"{lo} or {hi}"
+
+
+def gcd(a, b) -> Optional[int]:
+    a, b = _num(a), _num(b)
+    if a is None or b is None:
+        return None
+    return math.gcd(a, b)
+
+
+HELPERS: dict[str, tuple[Callable, int, Optional[int]]] = {
+    # name: (function, fewest arguments, most arguments or None)
+    "divisors": (divisors, 1, 1),
+    "quotient": (quotient, 2, 2),
+    "product": (product, 2, None),
+    "near_multiples": (near_multiples, 2, 2),
+    "gcd": (gcd, 2, 2),
+}
+
+MISSING_IS_ONE = {"product"}  # helpers whose missing arguments are left out
+
+_TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<name>[A-Za-z_]\w*)|(?P<sym>[(),]))")
+
+
+class TemplateError(ValueError):
+    pass
+
+
+def parse(field: str) -> Expr:
+    """Parse a placeholder's text: NAME | INT | NAME '(' expr {',' expr} ')'."""
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    text = field.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise TemplateError(f"cannot read '{field}' at '{text[pos:]}'")
+        kind = m.lastgroup or ""
+        tokens.append((kind, m.group(kind)))
+        pos = m.end()
+    if not tokens:
+        raise TemplateError("empty placeholder")
+    i = 0
+
+    def expr() -> Expr:
+        nonlocal i
+        if i >= len(tokens):
+            raise TemplateError(f"'{field}' ends too early")
+        kind, val = tokens[i]
+        i += 1
+        if kind == "int":
+            return int(val)
+        if kind != "name":
+            raise TemplateError(f"unexpected '{val}' in '{field}'")
+        if i < len(tokens) and tokens[i] == ("sym", "("):
+            i += 1
+            args = [expr()]
+            while i < len(tokens) and tokens[i] == ("sym", ","):
+                i += 1
+                args.append(expr())
+            if i >= len(tokens) or tokens[i] != ("sym", ")"):
+                raise TemplateError(f"missing ')' in '{field}'")
+            i += 1
+            if val not in HELPERS:
+                raise TemplateError(f"unknown helper '{val}' (helpers: {', '.join(sorted(HELPERS))})")
+            _, lo, hi = HELPERS[val]
+            if len(args) < lo or (hi is not None and len(args) > hi):
+                want = f"{lo}" if lo == hi else f"{lo} or more" if hi is None else f"{lo}-{hi}"
+                raise TemplateError(f"{val}() takes {want} argument(s), got {len(args)}")
+            return Call(val, tuple(args))
+        return val
+
+    out = expr()
+    if i != len(tokens):
+        raise TemplateError(f"unexpected '{tokens[i][1]}' in '{field}'")
+    return out
+
+
+def names(e: Expr) -> set[str]:
+    """The placeholder names an expression reads."""
+    if isinstance(e, str):
+        return {e}
+    if isinstance(e, Call):
+        out: set[str] = set()
+        for a in e.args:
+            out |= names(a)
+        return out
+    return set()
+
+
+def evaluate(e: Expr, values: dict) -> Optional[str]:
+    """The text an expression fills in, or None when it has no value."""
+    v = _eval(e, values)
+    return None if v is None else str(v)
+
+
+def _eval(e: Expr, values: dict):
+    if isinstance(e, int):
+        return e
+    if isinstance(e, str):
+        return values.get(e)
+    args = [_eval(a, values) for a in e.args]
+    if e.fn in MISSING_IS_ONE:
+        args = [a for a in args if a is not None]
+    if any(a is None for a in args):
+        return None
+    return HELPERS[e.fn][0](*args)
