@@ -94,6 +94,22 @@ def test_python_tags_inside_a_rule_are_rejected_and_never_run(tmp_path, tag):
     assert not marker.exists()
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "title: 0000-0-0 0:00:00\n",  # found by fuzzing: PyYAML raises ValueError, not YAMLError
+        "title: " + "[" * 5000 + "]" * 5000 + "\n",
+        "title: !!binary not-base64!\n",
+        "\x00\x01",
+    ],
+)
+def test_yaml_that_breaks_the_yaml_library_is_a_rule_error(tmp_path, text):
+    d = pack(tmp_path, "r.yaml", text)
+    with pytest.raises(RuleError) as e:
+        load_pack(d, "user")
+    assert "not valid YAML" in e.value.one_line() and e.value.exit_code == 3
+
+
 def test_user_rule_overrides_bundled_rule_with_the_same_id(tmp_path):
     d = pack(tmp_path, "cuda-oom.yaml", GOOD.replace(', "Check {missing_group_free_line}"', "").replace("Disk full", "Overridden"))
     book = load_rulebook([str(d)])

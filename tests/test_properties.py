@@ -1,4 +1,5 @@
-"""Hypothesis: splitting is lossless and the pipeline never raises on arbitrary input."""
+"""Hypothesis: splitting is lossless, the pipeline never raises on arbitrary input, the
+interleaving of ranks does not matter when lines carry timestamps, noise changes nothing."""
 
 from __future__ import annotations
 
@@ -88,3 +89,132 @@ def test_pipeline_never_raises_on_log_shaped_text(tmp_path_factory, lines):
     d = diagnose([str(p)])
     assert (d.root_cause is None) == (d.status == "no_failure")
     assert d.lines_read >= len(text.rstrip("\n").split("\n"))
+
+
+# ---- the interleaving of ranks does not matter when lines carry timestamps ---------------
+
+import json
+import re as _re
+from datetime import datetime, timedelta
+
+from slurmdoc.engine.loader import load_rulebook
+from slurmdoc.report.json_format import render
+
+BOOK = load_rulebook()
+T0 = datetime(2025, 3, 1, 12, 0, 0)
+
+HEALTHY_BODIES = [
+    "iteration {n} | loss 2.{n} | grad norm 0.8",
+    "saving checkpoint at iteration {n} to /ckpt",
+    "NCCL INFO comm 0x{n} rank {n} nranks 16 - Init COMPLETE",
+]
+FAILURE_BLOCKS = {
+    "oom": ["Traceback (most recent call last):", '  File "train.py", line 10, in <module>', "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."],
+    "import": ["Traceback (most recent call last):", '  File "train.py", line 1, in <module>', "ModuleNotFoundError: No module named 'apex'"],
+    "value": ["Traceback (most recent call last):", '  File "model.py", line 88, in forward', "ValueError: shapes (4, 8) and (7, 8) not aligned"],
+    "nan": ["FloatingPointError: Loss is NaN at iteration 12"],
+    "watchdog": [
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out."
+    ],
+}
+
+# per rank: healthy lines, then up to two failure reports (a timeout, then the crash), more healthy lines
+rank_plan = st.lists(st.one_of(st.integers(0, 3), st.sampled_from(sorted(FAILURE_BLOCKS))), max_size=4)
+
+
+@st.composite
+def job(draw):
+    """Per-rank line lists with timestamps distinct across the job (3 s apart, beyond --skew)."""
+    n = draw(st.integers(1, 6))
+    plans = [draw(rank_plan) for _ in range(n)]
+    bodies = []
+    for r, plan in enumerate(plans):
+        lines: list[str] = []
+        for item in plan:
+            if isinstance(item, int):
+                lines += [HEALTHY_BODIES[(r + k) % len(HEALTHY_BODIES)].format(n=k + 10 * r) for k in range(item)]
+            else:
+                lines += FAILURE_BLOCKS[item]
+        bodies.append(lines)
+    total = sum(len(b) for b in bodies)
+    slots = draw(st.permutations(range(total)))
+    per_rank, i = [], 0
+    for r, lines in enumerate(bodies):
+        mine = sorted(slots[i : i + len(lines)])
+        i += len(lines)
+        per_rank.append([f"{(T0 + timedelta(seconds=3 * s)):%Y-%m-%d %H:%M:%S} [rank{r}]: {text}" for s, text in zip(mine, lines)])
+    return per_rank
+
+
+def interleave(per_rank, rnd) -> list[str]:
+    queues = [list(q) for q in per_rank if q]
+    out = []
+    while queues:
+        q = queues[rnd.randrange(len(queues))]
+        out.append(q.pop(0))
+        queues = [q for q in queues if q]
+    return out
+
+
+def normalised_json(lines: list[str], path) -> str:
+    path.write_text("\n".join(lines) + "\n")
+    doc = render(diagnose([str(path)], rulebook=BOOK))
+    return _re.sub(_re.escape(str(path)) + r":\d+", "LOG:N", doc)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(job(), st.randoms(use_true_random=False))
+def test_interleaving_of_ranks_does_not_change_the_diagnosis(tmp_path_factory, per_rank, rnd):
+    d = tmp_path_factory.mktemp("il")
+    if not any(per_rank):
+        return
+    rank_by_rank = normalised_json([line for q in per_rank for line in q], d / "job.log")
+    shuffled = normalised_json(interleave(per_rank, rnd), d / "job.log")
+    assert shuffled == rank_by_rank
+
+
+# ---- noise around a rule example does not change what it yields ---------------------------
+
+from slurmdoc.engine.matcher import Matcher
+
+MATCHER = Matcher(BOOK)
+EXAMPLES = [(r, i, e.text) for r in BOOK.rules for i, e in enumerate(r.spec.examples.matches())]
+NOISE_TEMPLATES = [
+    "iteration {n} | consumed samples {n}00 | lm loss 2.{n} | grad norm 0.{n} | learning rate 3.0E-04",
+    "Epoch {n}:  45%|████▌     | {n}/1000 [01:23<01:42,  5.37it/s, loss=2.31]",
+    "saving checkpoint at iteration {n} to /ckpt/run{n}",
+    "NCCL INFO Channel {n}/02 :    0   1   2   3",
+    "> building tokenizer ... padded vocab (size: 50257) with {n} dummy tokens",
+    "",
+]
+noise_line = st.one_of(
+    st.tuples(st.sampled_from(NOISE_TEMPLATES), st.integers(0, 999)).map(lambda t: t[0].format(n=t[1])),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,|=", max_size=60),
+).filter(lambda line: not MATCHER.interesting(line))
+
+
+def projection(d) -> tuple:
+    root = d.root_cause
+    return (
+        d.status,
+        root and (root.rule_id, root.category, root.rank, root.message, tuple(sorted(root.captures.items()))),
+        tuple(sorted((s.rule_id, s.ranks, s.count) for s in d.symptoms)),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(EXAMPLES), st.lists(noise_line, max_size=15), st.lists(noise_line, max_size=15))
+def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factory, example, before, after):
+    rule, _, text = example
+    d = tmp_path_factory.mktemp("nz")
+    alone, noisy = d / "alone.log", d / "noisy.log"
+    alone.write_text(text + "\n")
+    noisy.write_text("\n".join(before + [text] + after) + "\n")
+    got_alone = diagnose([str(alone)], rulebook=BOOK)
+    got = diagnose([str(noisy)], rulebook=BOOK)
+    found = {s.rule_id for s in got.symptoms} | ({got.root_cause.rule_id} if got.root_cause else set())
+    if rule.role == "cause":
+        assert got.root_cause is not None and got.root_cause.rule_id == rule.id
+    else:
+        assert rule.id in found
+    assert projection(got) == projection(got_alone)

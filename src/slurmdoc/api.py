@@ -20,13 +20,17 @@ from slurmdoc.models import Diagnosis, LogLine, SourceInfo
 
 
 def _default_year(inputs: list[Input]) -> int:
+    """The year for glog times before any full timestamp: that of the newest input's mtime,
+    so neither the order of the files nor which one was written first changes it."""
+    newest = None
     for inp in inputs:
         if inp.info.path != "<stdin>":
             try:
-                return datetime.fromtimestamp(os.stat(inp.info.path).st_mtime).year
+                m = os.stat(inp.info.path).st_mtime
             except OSError:
                 continue
-    return datetime.now().year
+            newest = m if newest is None else max(newest, m)
+    return datetime.fromtimestamp(newest).year if newest is not None else datetime.now().year
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")

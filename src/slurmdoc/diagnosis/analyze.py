@@ -189,6 +189,8 @@ class Analyzer:
             g = self.symptoms.get(rule.id)
             if g is None:
                 g = self.symptoms[rule.id] = _Group(f)
+            elif self._before(f, g.first):
+                g.first = f  # by time where lines carry one: the same whatever the interleaving
             g.count += 1
             for r in f.refs:
                 g.refs.setdefault(r.key(), r)

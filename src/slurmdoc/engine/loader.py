@@ -106,6 +106,8 @@ def load_file(path: Path, pack: str) -> Rule:
         mark = getattr(e, "problem_mark", None)
         where = f"{fname}:{mark.line + 1}" if mark is not None else fname
         raise RuleError(where, stem, None, f"not valid YAML: {getattr(e, 'problem', None) or e}")
+    except (ValueError, OverflowError, RecursionError) as e:  # e.g. a date with year 0, absurd nesting
+        raise RuleError(fname, stem, None, f"not valid YAML: {type(e).__name__}: {str(e)[:200]}")
     if not isinstance(data, dict):
         raise RuleError(fname, stem, None, "a rule file must hold one mapping (id, title, category, ...)")
     known = set(RuleSpec.model_fields)
