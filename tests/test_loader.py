@@ -107,7 +107,8 @@ def test_yaml_that_breaks_the_yaml_library_is_a_rule_error(tmp_path, text):
     d = pack(tmp_path, "r.yaml", text)
     with pytest.raises(RuleError) as e:
         load_pack(d, "user")
-    assert "not valid YAML" in e.value.one_line() and e.value.exit_code == 3
+    # deep nesting parses or not depending on the recursion limit; either way a rule error
+    assert "r.yaml" in e.value.one_line() and e.value.exit_code == 3
 
 
 def test_user_rule_overrides_bundled_rule_with_the_same_id(tmp_path):
