@@ -15,7 +15,8 @@ import yaml
 from slurmdoc.api import diagnose
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-CASES = sorted(p.parent for p in FIXTURES.rglob("truth.yaml"))
+# the torchrun runs; fixtures/slurm/ and fixtures/documented/ are tests/test_corpus.py's
+CASES = sorted(p.parent for p in (FIXTURES / "torchrun").rglob("truth.yaml"))
 
 
 def test_there_are_real_cases():
