@@ -26,11 +26,11 @@ CATEGORIES = {
 @pytest.mark.parametrize("code,step_row,words,category", [
     ("1:0", True, "exited 1", "unknown"),
     ("0:9", True, "SIGKILL", "killed"),
-    ("9:0", False, "most likely SIGKILL", "killed"),  # a batch script ending with srun's status
+    ("9:0", False, "killed by signal 9, SIGKILL", "killed"),  # the job row of a SIGKILLed task
     ("137:0", True, "128+9", "killed"),
     ("0:15", True, "SIGTERM", "sigterm_cascade"),
     ("143:0", True, "128+15", "sigterm_cascade"),
-    ("15:0", False, "most likely SIGTERM", "sigterm_cascade"),
+    ("15:0", False, "signal 15, SIGTERM", "sigterm_cascade"),
     ("0:11", True, "SIGSEGV", "segfault"),
     ("139:0", True, "128+11", "segfault"),
     ("134:0", True, "SIGABRT", "segfault"),
@@ -44,7 +44,7 @@ def test_exit_code_meanings(code, step_row, words, category):
 
 
 def test_status_9_on_a_step_is_just_a_status():
-    # a task that itself exits 9 is not a signal; only srun's own status is read that way
+    # a task that itself exits 9 is not a signal; only job and batch rows are read that way
     ec = ExitCode(9, 0)
     assert implied_signal(ec, step_row=True) is None
     assert implied_signal(ec, step_row=False) == 9

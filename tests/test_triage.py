@@ -53,7 +53,7 @@ def test_words_for_the_planted_failures():
     j = triage([JOBS["exit1"]], sacct_file=str(DATA / "exit1.psv")).jobs[0]
     assert j.summary == f"step {JOBS['exit1']}.0: exited 1"
     j = triage([JOBS["sigkill"]], sacct_file=str(DATA / "sigkill.psv")).jobs[0]
-    assert "SIGKILL" in j.exit_meaning and "srun" in j.exit_meaning  # the job row's 9:0
+    assert "SIGKILL" in j.exit_meaning and "job row" in j.exit_meaning  # the job row's 9:0
     assert "SIGKILL" in j.first_failed_step.meaning  # the step's 0:9
     assert any("dmesg" in n for n in j.notes)
     j = triage([JOBS["timeout"]], sacct_file=str(DATA / "timeout.psv")).jobs[0]

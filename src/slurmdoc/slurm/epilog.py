@@ -105,16 +105,27 @@ def _accounting(job_id: str, ec, rec: Mapping[str, str], clock: _Clock, opts: Ep
     rows: list[SacctRow] = []
     if opts.sacct:
         try:
-            rows = with_job_defaults(select(run_sacct([job_id], timeout=clock.slice(5, 0.2)), [job_id]))
+            got = run_sacct([job_id], timeout=clock.slice(5, 0.2))
+            # SLURM_JOB_ID is the job's own id: an array task's raw id names that task only
+            # (`sacct -j` on it returns the whole array when it is also the array's id)
+            own = {r.job for r in got if (r.raw_id or "").split(".", 1)[0] == job_id}
+            rows = with_job_defaults([r for r in got if r.job in own] if own else select(got, [job_id]))
         except Exception as e:  # noqa: BLE001 - the hook goes on without accounting
             msg = getattr(e, "one_line", lambda: str(e))()
             problems.append(f"no accounting record ({msg})")
     jobs = [r for r in rows if r.is_job]
     if jobs and all(r.state not in ACTIVE_STATES for r in jobs) and jobs[0].name != "allocation":
         return triage_job(rows)
+    steps = [r for r in rows if not r.is_job and r.state not in ACTIVE_STATES]
     state = rec.get("JobState", "")
     if state in ACTIVE_STATES or not state:
-        state = "FAILED" if ec is not None and not ec.ok else ("COMPLETED" if ec is not None else "")
+        # scontrol says COMPLETING and sacct may not be final: what the exit code and the
+        # finished steps say (a cancelled job's Epilog sees 0:0 and CANCELLED steps)
+        bad_step = any(r.state != "COMPLETED" or (r.exit_code is not None and not r.exit_code.ok) for r in steps)
+        if ec is not None and not ec.ok or bad_step:
+            state = "FAILED"
+        else:
+            state = "COMPLETED" if ec is not None or steps else ""
     if not state:
         return triage_job(rows) if rows else None
     base = jobs[0] if jobs else None
@@ -126,8 +137,6 @@ def _accounting(job_id: str, ec, rec: Mapping[str, str], clock: _Clock, opts: Ep
         req_mem_bytes=base.req_mem_bytes if base else None, nnodes=base.nnodes if base else None,
         elapsed_s=base.elapsed_s if base else None, timelimit_s=base.timelimit_s if base else None,
     )
-    steps = [r for r in rows if not r.is_job and r.state not in ACTIVE_STATES]
-    steps = [r if r.job == job_row.job else r for r in steps]
     return triage_job([job_row] + steps)
 
 
@@ -329,6 +338,9 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
     recs = scontrol_show_job(job_id, timeout=clock.slice(5, 0.15))
     rec = pick_record(recs, job_id) if recs else {}
 
+    if rec.get("HetJobOffset") not in (None, "", "0"):
+        res.skipped = f"component {rec['HetJobOffset']} of heterogeneous job {rec.get('HetJobId')}: its leader reports"
+        return
     node = env.get("SLURMD_NODENAME")
     if context == "epilog_slurmd" and not opts.all_nodes and node and rec.get("BatchHost") and node != rec["BatchHost"]:
         res.skipped = f"not the batch host ({node} != {rec['BatchHost']})"
@@ -372,7 +384,7 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
             if diag is not None and partial:
                 problems.append(dnote)
     res.partial = partial
-    verdict = fuse(job_id, diag, acct, logs=tuple(logs) if diag is not None else (),
+    verdict = fuse(acct.job_id if acct is not None else job_id, diag, acct, logs=tuple(logs) if diag is not None else (),
                    log_found_by=loc.how if diag is not None else None,
                    log_note=None if diag is not None else (note or "no log found"), partial=partial,
                    extra_notes=(dnote,) if partial and diag is not None and dnote else ())

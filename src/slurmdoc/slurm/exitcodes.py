@@ -2,10 +2,11 @@
 category they point to.
 
 `ExitCode` is `status:signal`: the exit status of the batch script (job and batch rows) or of
-the step's first failing task (step rows), and the signal that ended it. Two conventions fold a
-signal into a status: a shell reports a child killed by signal N as 128+N (137 = SIGKILL), and
-srun exits with N when a task was killed by signal N, so a job row of `9:0` next to a step row
-of `0:9` is the same SIGKILL seen from the batch script.
+the step's first failing task (step rows), and the signal that ended it. A signal also shows up
+folded into a status: a shell reports a child killed by signal N as 128+N (137 = SIGKILL; srun
+returned 137 to the batch script when a task was SIGKILLed), and the job and batch rows then read
+`9:0` next to the step's `0:9`: the same SIGKILL seen from the batch script (Slurm 22.05, see
+tests/data/sacct/).
 """
 
 from __future__ import annotations
@@ -31,9 +32,13 @@ SIGNALS: dict[int, tuple[str, str]] = {
     15: ("SIGTERM", "terminated: a cancellation, a time limit, preemption, or the launcher ending the other tasks after one failed"),
     24: ("SIGXCPU", "CPU time limit exceeded"),
     25: ("SIGXFSZ", "file size limit exceeded"),
+    # Not a kernel signal in practice: Slurm 22.05 records 0:53 on the batch step when slurmstepd
+    # cannot set up the job's I/O ("Could not open stdout file ...": a missing --output directory)
+    53: ("signal 53", "Slurm could not start the batch script's I/O: most often its --output/--error file "
+                      "could not be opened (missing directory, permissions)"),
 }
 
-# A batch script ending with srun's status shows a task killed by one of these as `N:0`.
+# A job or batch row shows a task killed by one of these as `N:0` (the step row: `0:N`).
 SRUN_SIGNALS = frozenset({6, 7, 9, 11, 15})
 
 # Category of a failure that shows only as a signal.
@@ -47,6 +52,7 @@ SIGNAL_CATEGORY: dict[int, str] = {
     15: "sigterm_cascade",
     2: "cancelled",
     1: "cancelled",
+    53: "io_error",
 }
 
 # Slurm job/step states: words, category (None: not a failure), terminal?
@@ -150,8 +156,8 @@ def exit_words(ec: Optional[ExitCode], step_row: bool) -> str:
         return text
     if not step_row and ec.status in SRUN_SIGNALS:
         # the batch script ended with srun's status: the signal number of a killed task
-        return (f"the batch script exited {ec.status}; srun exits with the signal number when a task is "
-                f"killed, so this is most likely {signal_words(ec.status)}")
+        return (f"status {ec.status} on the job row: how Slurm records a task of the batch script killed by "
+                f"signal {ec.status}, {signal_words(ec.status)}")
     return status_words(ec.status)
 
 
@@ -198,6 +204,7 @@ SHORT_SIGNAL = {
     11: "SIGSEGV (segfault)",
     6: "SIGABRT (native abort)",
     7: "SIGBUS",
+    53: "I/O setup failed (0:53: output file not writable?)",
 }
 SHORT_STATE = {
     "TIMEOUT": "hit its time limit",

@@ -58,7 +58,7 @@ def fuse(job_id: str, diag: Optional[Diagnosis], acct: Optional[JobTriage], *, l
     if diag is None:
         assert acct is not None
         category = acc_cat
-        verdict = f"job {job_id} {acct.summary} (accounting only: {log_note or 'no log diagnosed'})"
+        verdict = f"job {job_id}: {acct.summary} (accounting only: {log_note or 'no log diagnosed'})"
     elif acct is None:
         category = log_cat
         verdict = diag.verdict + " (log only: no accounting record)"
@@ -121,7 +121,7 @@ def fuse(job_id: str, diag: Optional[Diagnosis], acct: Optional[JobTriage], *, l
         elif acc_cat == "killed":
             notes.append("a SIGKILL that left nothing in the log: most often the kernel OOM killer (check dmesg "
                          "and MaxRSS)")
-        verdict = f"job {job_id} {acct.summary} ({codes}); the log shows no failure"
+        verdict = f"job {job_id}: {acct.summary} ({codes}); the log shows no failure"
     else:
         agrees = True
         verdict = f"job {job_id}: no failure in the log" + (f", Slurm records {codes}" if acct is not None else "")
