@@ -160,3 +160,38 @@ def test_the_readme_rule_example_loads_and_passes_its_examples(tmp_path):
     book = load_rulebook([str(d)])
     failed = [r for r in check_book(book) if r.rule_id == m.group(1) and not r.ok]
     assert book.by_id(m.group(1)) is not None and not failed, failed
+
+
+def _rule_with(pattern: str, example: str) -> str:
+    return textwrap.dedent(
+        """\
+        title: Disk full
+        category: io_error
+        role: cause
+        keywords: ["No space left"]
+        remediation:
+          summary: "Disk full writing {path}"
+        """
+    ) + f"patterns: ['{pattern}']\nexamples:\n  match: ['{example}']\n  no_match: ['hello']\n"
+
+
+@pytest.mark.parametrize(
+    "pattern, text, want",
+    [
+        # understood by Python's re: validated by it at load, compiled by regex on first use
+        (r"No space left on device: (?P<path>\S+)", "OSError: No space left on device: /ckpt", "/ckpt"),
+        # regex-only syntax (a Unicode property): compiled by regex at load
+        (r"No space left on device: (?P<path>\p{L}+)", "OSError: No space left on device: ckpt", "ckpt"),
+    ],
+)
+def test_patterns_compile_lazily_but_are_checked_at_load(tmp_path, pattern, text, want):
+    (rule,) = load_pack(pack(tmp_path, "disk-full.yaml", _rule_with(pattern, text)), "user")
+    (pat,) = rule.patterns
+    assert "path" in rule.groups and pat.groupindex == {"path": 1}
+    m = pat.search(text, timeout=0.25)
+    assert m is not None and m.group("path") == want
+
+
+def test_an_invalid_pattern_still_fails_at_load(tmp_path):
+    with pytest.raises(RuleError, match=r"patterns\[0\].*invalid regex"):
+        load_pack(pack(tmp_path, "disk-full.yaml", _rule_with("space left (?P<path>.+", "No space left x")), "user")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import string
 from dataclasses import dataclass, field
 from importlib import resources
@@ -87,6 +88,51 @@ def _placeholders(text: str) -> list[str]:
     return names
 
 
+class LazyPattern:
+    """A rule pattern compiled with `regex` on first use.
+
+    A run usually touches a handful of rules, and compiling every pattern of the pack
+    with `regex` is a large share of start-up. The pattern is still checked at load time:
+    Python's `re` (fast to compile) validates it and gives its group names; a pattern
+    that only `regex` understands is compiled with it right away.
+    """
+
+    __slots__ = ("pattern", "flags", "groupindex", "groups", "_c")
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        re_flags = (re.MULTILINE if flags & regex.MULTILINE else 0) | (re.IGNORECASE if flags & regex.IGNORECASE else 0)
+        self.pattern = pattern
+        self.flags = flags
+        checked = re.compile(pattern, re_flags)  # raises re.error: the caller falls back
+        self.groupindex = dict(checked.groupindex)
+        self.groups = checked.groups
+        self._c = None
+
+    def _get(self):
+        if self._c is None:
+            self._c = regex.compile(self.pattern, self.flags)
+        return self._c
+
+    def search(self, *a, **kw):
+        return self._get().search(*a, **kw)
+
+    def finditer(self, *a, **kw):
+        return self._get().finditer(*a, **kw)
+
+    def match(self, *a, **kw):
+        return self._get().match(*a, **kw)
+
+    def __getattr__(self, name: str):
+        return getattr(self._get(), name)
+
+
+def _compile(pattern: str, flags: int):
+    try:
+        return LazyPattern(pattern, flags)
+    except (re.error, ValueError, OverflowError, RecursionError):
+        return regex.compile(pattern, flags)  # regex-only syntax, or a real error to report
+
+
 # libyaml's safe loader when PyYAML was built with it (about 10x faster than the pure-Python
 # one, which matters at start-up); both construct plain YAML types only, never objects
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -134,7 +180,7 @@ def load_file(path: Path, pack: str) -> Rule:
     for fld, src_list, out in (("patterns", spec.patterns, patterns), ("exclude", spec.exclude, excludes)):
         for i, p in enumerate(src_list):
             try:
-                c = regex.compile(p, flags)
+                c = _compile(p, flags)
             except regex.error as e:
                 line = _line_of(raw_text, fld)
                 raise RuleError(f"{fname}:{line}" if line else fname, stem, f"{fld}[{i}]", f"invalid regex: {e}")
