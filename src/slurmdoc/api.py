@@ -15,6 +15,7 @@ from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.ingest.scan import Budget, Prefilter, Scan
+from slurmdoc.ingest.scan import block_size as scan_block
 from slurmdoc.ingest.sources import Input, make_inputs, read_lines
 from slurmdoc.models import Diagnosis, LogLine, SourceInfo
 
@@ -105,10 +106,13 @@ def diagnose(
     classify = matcher.classify
     add = analyzer.add
     lines = parsed = hits = 0
+    buffer: Optional[bytearray] = None
     for inp in inputs:
         if prefilter is not None and budget is not None:
             head, tail = budget.per_input(len(inputs))
-            reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes, seen.__len__)
+            if buffer is None:
+                buffer = bytearray(scan_block())
+            reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes, seen.__len__, buffer)
             numbered: Iterable[tuple[int, str, bool]] = reader
         else:
             reader = None

@@ -55,7 +55,9 @@ class Budget:
         return max(self.head // n, self.min_head), max(self.tail // n, self.min_tail)
 
 
-EXACT = None  # pass budget=EXACT to parse every line
+def block_size() -> int:
+    """The block size, read at call time (tests shrink it)."""
+    return BLOCK
 
 
 class Prefilter:
@@ -131,7 +133,9 @@ class Scan:
         skipped: Callable[[], None],
         on_bytes: Optional[Callable[[int], None]] = None,
         printers: Optional[Callable[[], int]] = None,
+        buffer: Optional[bytearray] = None,
     ) -> None:
+        self.buffer = buffer  # one block buffer reused across inputs (a directory of 512 files)
         self.inp = inp
         self.printers = printers  # how many printers (ranks) the consumer has seen so far
         self.prefilter = prefilter
@@ -192,7 +196,7 @@ class Scan:
         b = self.budget
         size = None if isinstance(f, gzip.GzipFile) else self.inp.size
         tail_start = max(size - self.tail, 0) if size is not None else None
-        data = bytearray(BLOCK)
+        data = self.buffer if self.buffer is not None and len(self.buffer) == BLOCK else bytearray(BLOCK)
         view = memoryview(data)
         filled = 0  # bytes held in data
         offset = 0  # input offset of data[0]
