@@ -150,5 +150,12 @@ def diagnose(
 
 
 # The Slurm integration's entry points (triage, diagnose_job, epilog) live in slurmdoc.slurm;
-# they are re-exported here so `slurmdoc.api` stays the one library surface.
-from slurmdoc.slurm.api import diagnose_job, triage  # noqa: E402,F401
+# they are re-exported here so `slurmdoc.api` stays the one library surface, and imported
+# only when asked for, so that `diagnose` does not pay for them at start-up.
+def __getattr__(name: str):
+    import slurmdoc.slurm.api as slurm_api
+
+    obj = getattr(slurm_api, name, None) if not name.startswith("_") else None
+    if obj is not None and getattr(obj, "__module__", None) == slurm_api.__name__:
+        return obj  # a function or class defined there, not something it imported
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
