@@ -182,7 +182,8 @@ def main() -> None:
           f"{s['imports_s']:.2f} s; factor {s['factor']:.1f}")
     single = results[cases.index((g, 512, "srun"))]
     files = results[cases.index((g, 512, "files"))]
-    print(f"512 per-rank files vs one file of the same size: {files['slurmdoc_s'] / single['slurmdoc_s']:.2f}x the time")
+    print(f"512 per-rank files vs one file of the same size: {files['slurmdoc_s'] / single['slurmdoc_s']:.2f}x the time "
+          f"({files['slurmdoc_cpu_s'] / single['slurmdoc_cpu_s']:.2f}x the CPU time)")
     print("every diagnosis above named the planted root cause, its rank, file and line, and every timed-out rank")
 
 
