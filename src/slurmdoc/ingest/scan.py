@@ -45,7 +45,7 @@ class Budget:
     head: int = 1 << 20  # bytes at the start of all inputs together
     tail: int = 2 << 20  # bytes at the end of all inputs together
     min_head: int = 4 << 10  # per input, however many inputs there are
-    min_tail: int = 16 << 10
+    min_tail: int = 8 << 10
     max_head: int = 32 << 20  # the head grows while new ranks keep appearing in it, up to this
     before: int = 32  # lines parsed before a hit
     after: int = 32  # lines parsed after the last hit of a window
