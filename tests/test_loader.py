@@ -195,3 +195,16 @@ def test_patterns_compile_lazily_but_are_checked_at_load(tmp_path, pattern, text
 def test_an_invalid_pattern_still_fails_at_load(tmp_path):
     with pytest.raises(RuleError, match=r"patterns\[0\].*invalid regex"):
         load_pack(pack(tmp_path, "disk-full.yaml", _rule_with("space left (?P<path>.+", "No space left x")), "user")
+
+
+def test_released_pack_skips_only_the_regex_check():
+    """The pack installed with slurmdoc compiles its patterns on first use; every other
+    load-time fact (groups for placeholders, keywords, ids) is the same as when checked."""
+    checked = {r.id: r for r in load_pack(bundled_rules_dir(), "bundled")}
+    released = {r.id: r for r in load_pack(bundled_rules_dir(), "bundled", released=True)}
+    assert checked.keys() == released.keys()
+    for rid, r in released.items():
+        c = checked[rid]
+        assert r.groups == c.groups and r.keywords == c.keywords, rid
+        for a, b in zip(r.patterns, c.patterns):
+            assert a.groupindex == b.groupindex, (rid, a.pattern)  # compiled now, on demand

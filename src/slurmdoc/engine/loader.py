@@ -99,14 +99,16 @@ class LazyPattern:
 
     __slots__ = ("pattern", "flags", "groupindex", "groups", "_c")
 
-    def __init__(self, pattern: str, flags: int) -> None:
-        re_flags = (re.MULTILINE if flags & regex.MULTILINE else 0) | (re.IGNORECASE if flags & regex.IGNORECASE else 0)
+    def __init__(self, pattern: str, flags: int, check: bool = True) -> None:
         self.pattern = pattern
         self.flags = flags
+        self._c = None
+        if not check:
+            return  # groupindex and groups come from the compiled pattern when asked for
+        re_flags = (re.MULTILINE if flags & regex.MULTILINE else 0) | (re.IGNORECASE if flags & regex.IGNORECASE else 0)
         checked = re.compile(pattern, re_flags)  # raises re.error: the caller falls back
         self.groupindex = dict(checked.groupindex)
         self.groups = checked.groups
-        self._c = None
 
     def _get(self):
         if self._c is None:
@@ -126,7 +128,12 @@ class LazyPattern:
         return getattr(self._get(), name)
 
 
-def _compile(pattern: str, flags: int):
+NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
+
+
+def _compile(pattern: str, flags: int, check: bool = True):
+    if not check:
+        return LazyPattern(pattern, flags, check=False)
     try:
         return LazyPattern(pattern, flags)
     except (re.error, ValueError, OverflowError, RecursionError):
@@ -138,7 +145,7 @@ def _compile(pattern: str, flags: int):
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load_file(path: Path, pack: str) -> Rule:
+def load_file(path: Path, pack: str, released: bool = False) -> Rule:
     """One rule file, validated and compiled; RuleError names file, line, rule and field."""
     fname = str(path)
     stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name[: -len(".yml")]
@@ -180,13 +187,13 @@ def load_file(path: Path, pack: str) -> Rule:
     for fld, src_list, out in (("patterns", spec.patterns, patterns), ("exclude", spec.exclude, excludes)):
         for i, p in enumerate(src_list):
             try:
-                c = _compile(p, flags)
+                c = _compile(p, flags, check=not released)
             except regex.error as e:
                 line = _line_of(raw_text, fld)
                 raise RuleError(f"{fname}:{line}" if line else fname, stem, f"{fld}[{i}]", f"invalid regex: {e}")
             out.append(c)
             if fld == "patterns":
-                groups.update(c.groupindex)
+                groups.update(NAMED_GROUP.findall(p) if released else c.groupindex)
     allowed = groups | set(BUILTIN_PLACEHOLDERS)
     rem = spec.remediation
     for fld, text in [("remediation.summary", rem.summary), ("remediation.why", rem.why or ""), ("remediation.straggler", rem.straggler or "")] + [
@@ -226,12 +233,18 @@ def rule_files(directory: Path) -> list[Path]:
     return sorted(files, key=lambda p: str(p.relative_to(directory)))
 
 
-def load_pack(directory: Path, pack: str) -> list[Rule]:
+def load_pack(directory: Path, pack: str, released: bool = False) -> list[Rule]:
+    """Every rule of a directory, validated.
+
+    `released`: the pack installed with slurmdoc itself, whose patterns the test suite has
+    compiled and run before release; they are compiled on first use without being checked
+    again at load (start-up). Every other check still runs.
+    """
     if not directory.is_dir():
         raise RuleError(str(directory), None, None, "rule directory does not exist")
     rules: dict[str, Rule] = {}
     for path in rule_files(directory):
-        rule = load_file(path, pack)
+        rule = load_file(path, pack, released)
         if rule.id in rules:
             raise RuleError(str(path), rule.id, "id", f"duplicate rule id, also defined in {rules[rule.id].file}")
         rules[rule.id] = rule
@@ -241,7 +254,8 @@ def load_pack(directory: Path, pack: str) -> list[Rule]:
 def load_rulebook(extra_dirs: Optional[list[str]] = None) -> Rulebook:
     """The bundled pack, then each user directory in order; a later rule with the same id wins."""
     merged: dict[str, Rule] = {}
-    for r in load_pack(bundled_rules_dir(), "bundled"):
+    bundled = bundled_rules_dir()
+    for r in load_pack(bundled, "bundled", released=bundled.parent == Path(__file__).resolve().parent.parent):
         merged[r.id] = r
     for d in extra_dirs or []:
         for r in load_pack(Path(os.path.expanduser(d)), d):
