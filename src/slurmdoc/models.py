@@ -211,6 +211,20 @@ class RankProgress(_Frozen):
     step_time: Optional[str] = None
 
 
+class Attempt(_Frozen):
+    """One attempt of a job that ran several times in one log (torchrun restarts, requeues)."""
+
+    index: int  # 0 = the first run
+    status: Literal["failed", "no_failure"]
+    category: Optional[str] = None
+    rank: Optional[int] = None
+    ranks: tuple[int, ...] = ()
+    source: Optional[str] = None  # path:line of that attempt's root cause
+    message: Optional[str] = None
+    starts_at: Optional[str] = None  # path:line where the attempt begins (None: the start)
+    verdict: str = ""
+
+
 class Diagnosis(_Frozen):
     schema_version: Literal[1] = 1
     status: Literal["failed", "no_failure"]
@@ -224,4 +238,6 @@ class Diagnosis(_Frozen):
     warnings: tuple[str, ...] = ()
     launcher_verdicts: tuple[LauncherVerdict, ...] = ()
     progress: tuple[RankProgress, ...] = ()  # per-rank last activity, when the job ended in a hang
+    attempts: tuple[Attempt, ...] = ()  # when the log holds several attempts; the report is the last one's
+    history: Optional[str] = None  # "3 attempts: cuda_oom on rank 12 each time"
     job: Optional[JobVerdict] = None  # `diagnose --job` / epilog: the log joined with Slurm's accounting

@@ -14,12 +14,14 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Optional
 
+from slurmdoc.diagnosis.attempts import Mark, attempt_of, boundaries, history, who
 from slurmdoc.diagnosis.hang import Stall, by_sequence, find_stall
 from slurmdoc.diagnosis.ranks import describe, parse_tasks, ranges, to_int
 from slurmdoc.engine.loader import Rule
 from slurmdoc.engine.matcher import Match
 from slurmdoc.engine.template import evaluate, parse
 from slurmdoc.models import (
+    Attempt,
     Diagnosis,
     Event,
     LauncherVerdict,
@@ -33,6 +35,7 @@ from slurmdoc.models import (
 )
 
 MAX_CAUSES = 20_000
+JOURNAL_MAX = 5_000  # findings kept to split the job into attempts (beyond: no split)
 MAX_STREAMS_SEEN = 500_000
 FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
@@ -109,8 +112,13 @@ class _Group:
 
 
 class Analyzer:
-    def __init__(self, sources: list[SourceInfo], skew: float = 1.0) -> None:
+    def __init__(self, sources: list[SourceInfo], skew: float = 1.0, _part: bool = False) -> None:
         self.sources = sources
+        # several attempts in one log (restarts, requeues): every finding is kept, bounded,
+        # to be replayed into one analyzer per attempt (diagnosis.attempts)
+        self._journal: Optional[list[tuple[Event, Match]]] = None if _part else []
+        self._marks: list[Mark] = []
+        self._part = _part
         self.skew = timedelta(seconds=skew)
         self.seen: dict[tuple, RankRef] = {}  # stream -> who (for ranks_seen and layout)
         self.causes: list[Finding] = []
@@ -143,6 +151,17 @@ class Analyzer:
 
     def add(self, event: Event, match: Match) -> None:
         rule = match.rule
+        if self._journal is not None:
+            if len(self._journal) < JOURNAL_MAX:
+                self._journal.append((event, match))
+            else:
+                self._journal = None  # too many findings to replay: one attempt
+        if (rule.spec.attempt_start or "attempt_end" in match.captures) and len(self._marks) < 10_000:
+            first = event.first
+            if rule.spec.attempt_start:
+                self._marks.append(Mark(first.source, first.lineno, "start", (), to_int(match.captures.get("restart"))))
+            else:
+                self._marks.append(Mark(first.source, first.lineno, "end", (first.who.label, match.captures["attempt_end"])))
         stream = event.first.stream
         prev = self._last.get(stream)
         if (
@@ -334,6 +353,10 @@ class Analyzer:
 
     # ---- the result -----------------------------------------------------------
     def finish(self, lines_read: int, inputs: tuple[str, ...], warnings: list[str], activity: Optional[list[RankActivity]] = None) -> Diagnosis:
+        if not self._part and self._journal is not None:
+            split = self._attempts(lines_read, inputs, warnings, activity)
+            if split is not None:
+                return split
         self._layout()
         all_ranks = sorted(set(self._ranks(self.seen.values())) | self.known_ranks)
         total = len(all_ranks)
@@ -392,6 +415,70 @@ class Analyzer:
             launcher_verdicts=tuple(verdicts),
             progress=self._progress(acts),
         )
+
+    # ---- several attempts in one log ---------------------------------------------
+    def _attempts(self, lines_read: int, inputs: tuple[str, ...], warnings: list[str], activity: Optional[list[RankActivity]]) -> Optional[Diagnosis]:
+        """One diagnosis per attempt when the log holds several; the last one's, with the
+        history of all, is the job's."""
+        journal = self._journal or []
+        hinted = {s.index: s.attempt for s in self.sources if s.attempt is not None}
+        bounds: dict[int, list[int]] = {}
+        if self._marks:
+            failures: dict[int, list[int]] = {}
+            closers: dict[int, list[int]] = {}
+            for ev, m in journal:
+                if m.rule.spec.launcher_verdict or m.rule.spec.exit_evidence:
+                    # a launcher's summary or a process's exit status: the job was failing
+                    closers.setdefault(ev.first.source, []).append(ev.first.lineno)
+                # what makes an attempt: a failure a worker printed (a launcher's or Slurm's
+                # lines about it, such as an OOM-kill notice, belong to the attempt they end)
+                if m.rule.role in ("cause", "symptom") and ev.first.origin in ("rank", "unknown"):
+                    failures.setdefault(ev.first.source, []).append(ev.first.lineno)
+            ran: dict[int, list[int]] = {}
+            for a in activity or []:
+                ran.setdefault(a.source, []).append(a.lineno)
+            bounds = boundaries(self._marks, {k: sorted(v) for k, v in failures.items()}, {k: sorted(v) for k, v in ran.items()}, closers)
+        if not bounds and len(set(hinted.values())) < 2:
+            return None
+        bounds = {k: v for k, v in bounds.items() if k not in hinted}
+
+        def index(ev: Event) -> int:
+            src = ev.first.source
+            return hinted[src] if src in hinted else attempt_of(bounds, src, ev.first.lineno)
+
+        n = max([index(ev) for ev, _ in journal] + [len(b) for b in bounds.values()] + list(hinted.values())) + 1
+        parts = [Analyzer(self.sources, skew=self.skew.total_seconds(), _part=True) for _ in range(n)]
+        for p in parts:
+            p.seen = self.seen
+        for ev, m in journal:
+            parts[index(ev)].add(ev, m)
+        diags = [p.finish(lines_read, inputs, warnings if i == n - 1 else [], activity if i == n - 1 else None) for i, p in enumerate(parts)]
+        starts: dict[int, list[str]] = {}
+        for src, b in bounds.items():
+            for k, line in enumerate(b, 1):
+                starts.setdefault(k, []).append(f"{self.sources[src].path}:{line}")
+        attempts = []
+        items = []
+        for k, d in enumerate(diags):
+            rc = d.root_cause
+            w = who(rc.rank, rc.ranks, d.ranks_seen, rc.all_ranks) if rc is not None else ""
+            items.append((rc.category if rc is not None else None, w))
+            attempts.append(
+                Attempt(
+                    index=k,
+                    status=d.status,
+                    category=rc.category if rc else None,
+                    rank=rc.rank if rc else None,
+                    ranks=rc.ranks if rc else (),
+                    source=rc.source if rc else None,
+                    message=rc.message[:300] if rc else None,
+                    starts_at=(starts.get(k) or [None])[0],
+                    verdict=d.verdict,
+                )
+            )
+        hist = history(items)
+        last = diags[-1]
+        return last.model_copy(update={"attempts": tuple(attempts), "history": hist, "verdict": f"{hist}. Last attempt: {last.verdict}"})
 
     # ---- hangs: the rank that stopped first -------------------------------------
     @staticmethod
@@ -532,8 +619,13 @@ class Analyzer:
         """The one rank that other evidence of this failure names: findings of the same
         category, or processes that exited with an error. None when they name 0 or 2+."""
         found: dict[int, Finding] = {}
+        # srun under torchrun: srun's task ids are the torchrun agents (nodes), not ranks;
+        # when a torchrun line names the local rank, srun's task list says nothing more
+        torchrun = {f.event.first.source for f in self.exits if "local_rank" in f.captures}
         for f in self.causes + self.exits:
             if f is root or (f.rule.category != root.rule.category and not f.rule.spec.exit_evidence):
+                continue
+            if "tasks" in f.captures and f.event.first.source in torchrun:
                 continue
             for r in self._ranks(f.refs):
                 found.setdefault(r, f)

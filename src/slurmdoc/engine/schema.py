@@ -77,6 +77,7 @@ class RuleSpec(_Strict):
     missing_rank_is_root: bool = False
     defer_to_straggler: bool = False
     exit_evidence: bool = False
+    attempt_start: bool = False
 
     @field_validator("exclude", "refine_with", "keywords", "patterns", mode="before")
     @classmethod

@@ -44,6 +44,11 @@ def render(d: Diagnosis) -> str:
         for s in d.symptoms:
             ranks = s.rank_ranges or "-"
             out.append(f"| `{s.category}` | `{s.rule_id}` | {ranks} | {s.count} | `{s.first_source}` |")
+    if d.attempts:
+        out += ["", "## Attempts", "", d.history or "", "", "| attempt | outcome | where | starts at |", "|---|---|---|---|"]
+        for a in d.attempts:
+            what = f"`{a.category}` on " + (f"rank {a.rank}" if a.rank is not None else describe(a.ranks) if a.ranks else "an unknown rank") if a.category else "no failure"
+            out.append(f"| {a.index} | {what} | `{a.source or '-'}` | `{a.starts_at or 'start'}` |")
     if d.launcher_verdicts:
         out += ["", "## Launcher summaries", ""]
         for v in d.launcher_verdicts:

@@ -89,5 +89,13 @@ def render(d: Diagnosis, console: Console) -> None:
         for v in d.launcher_verdicts:
             mark = "✗" if v.agrees is False else ("✓" if v.agrees else "•")
             p(Text(f"{mark} launcher summary at {v.source}: {v.note}", style="yellow" if v.agrees is False else "dim"))
+    if d.attempts:
+        p()
+        p(Text(f"ATTEMPTS  {d.history}", style="bold"))
+        for a in d.attempts:
+            where = f" at {a.source}" if a.source else ""
+            start = f"  (from {a.starts_at})" if a.starts_at else ""
+            what = f"{a.category} on " + (f"rank {a.rank}" if a.rank is not None else describe(a.ranks) if a.ranks else "an unknown rank") if a.category else "no failure"
+            p(Text(f"  {a.index}  {what}{where}{start}", style="dim" if a is not d.attempts[-1] else None))
     p()
     p(Text("VERDICT  ", style="bold") + Text(d.verdict))
