@@ -114,15 +114,18 @@ def test_generated_log_fast_json_is_byte_identical_to_exact(layout, tmp_path):
     assert d["ranks_seen"] == 64
 
 
-def test_python_re_fallback_gives_the_same_report(tmp_path, monkeypatch):
-    """Where Hyperscan has no wheel, Python's re does the prefiltering: same JSON."""
+@pytest.mark.parametrize("engine", ["re2", "re"])
+def test_fallback_prefilters_give_the_same_report(tmp_path, monkeypatch, engine):
+    """Where Hyperscan has no wheel, RE2 (or else Python's re) prefilters: same JSON."""
+    if engine == "re2":
+        pytest.importorskip("re2", reason="google-re2 is in the test extras")
     out = tmp_path / "job.log"
     _genlog().generate(str(out), 3, 16, "srun", root_rank=5)
     exact = render(diagnose([str(out)], budget=None))
-    monkeypatch.setenv("SLURMDOC_PREFILTER", "re")
+    monkeypatch.setenv("SLURMDOC_PREFILTER", engine)
     stats: dict = {}
     windows_only = render(diagnose([str(out)], budget=NOTHING, stats=stats))
-    assert stats["engine"] == "re" and stats["parsed"] < stats["lines"]
+    assert stats["engine"] == engine and stats["parsed"] < stats["lines"]
     assert _key(json.loads(windows_only)) == _key(json.loads(exact))
     assert render(diagnose([str(out)])) == exact
 
@@ -151,13 +154,16 @@ def test_prefilter_engines_agree(keywords):
     via_re = Prefilter(cs, ci, engine="re")
     assert via_re.engine == "re"
     assert lines_of(via_re.find(buf, len(buf))) == [1, 3, 4]
+    via_re2 = Prefilter(cs, ci, engine="re2")
+    assert via_re2.engine == "re2"
+    assert lines_of(via_re2.find(buf, len(buf))) == [1, 3, 4]
     if scan_mod._hs is not None:
         via_hs = Prefilter(cs, ci, engine="hyperscan")
         assert lines_of(via_hs.find(buf, len(buf))) == [1, 3, 4]
 
 
 def test_ignore_case_literals_match_any_case():
-    for engine in ["re"] + (["hyperscan"] if scan_mod._hs is not None else []):
+    for engine in ["re", "re2"] + (["hyperscan"] if scan_mod._hs is not None else []):
         p = Prefilter(["Exact"], ["shouting"], engine=engine)
         buf = bytearray(b"exact\nEXACT\nExact\nSHOUTING\nShouting\n")
         hits = sorted({bytes(buf).count(b"\n", 0, o) for o in p.find(buf, len(buf))})

@@ -14,7 +14,7 @@ from slurmdoc.errors import InputError
 from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.prefix import PrefixParser
-from slurmdoc.ingest.scan import Budget, Prefilter, Scan
+from slurmdoc.ingest.scan import ENGINES, Budget, Prefilter, Scan
 from slurmdoc.ingest.scan import block_size as scan_block
 from slurmdoc.ingest.sources import Input, make_inputs, read_lines
 from slurmdoc.models import Diagnosis, LogLine, SourceInfo
@@ -93,12 +93,12 @@ def diagnose(
     prefilter = None
     if budget is not None:
         engine = os.environ.get("SLURMDOC_PREFILTER", "auto")
-        if engine not in ("auto", "hyperscan", "re"):
-            raise InputError(f"SLURMDOC_PREFILTER={engine!r} is not a prefilter", "use auto, hyperscan or re")
+        if engine not in ENGINES:
+            raise InputError(f"SLURMDOC_PREFILTER={engine!r} is not a prefilter", f"use one of {', '.join(ENGINES)}")
         try:
             prefilter = Prefilter(*matcher.keywords, engine=engine)
         except RuntimeError as e:
-            raise InputError(f"SLURMDOC_PREFILTER={engine}: {e}", "pip install hyperscan, or use auto") from None
+            raise InputError(f"SLURMDOC_PREFILTER={engine}: {e}", "install it, or use auto") from None
     tracker = ActivityTracker()
     observe = tracker.observe
     note = analyzer.note_stream

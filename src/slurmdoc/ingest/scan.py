@@ -30,10 +30,12 @@ from typing import Callable, Iterator, Optional
 
 from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, SNIFF, Input, _Prefixed, _utf16_lines, looks_binary
 
-try:  # optional accelerator: wheels exist for x86-64 Linux/Windows/macOS and arm64 macOS
+try:  # the accelerator: wheels exist for x86-64 Linux/Windows and macOS
     import hyperscan as _hs
 except Exception:  # pragma: no cover - depends on the platform
     _hs = None
+
+ENGINES = ("auto", "hyperscan", "re2", "re")
 
 BLOCK = 8 << 20
 
@@ -83,6 +85,23 @@ class Prefilter:
             return
         if engine == "hyperscan":
             raise RuntimeError("hyperscan is not installed")
+        if engine in ("auto", "re2"):
+            # RE2 (Linux on arm64, where Hyperscan has no wheel): a DFA, linear in the input
+            try:
+                import re2  # type: ignore[import-not-found]
+            except Exception:
+                re2 = None
+            if re2 is not None:
+                alts = [re.escape(w.decode("latin-1")) for w, ci in words if not ci]
+                alts += ["(?i:" + re.escape(w.decode("latin-1")) + ")" for w, ci in words if ci]
+                opts = re2.Options()
+                opts.encoding = re2.Options.Encoding.LATIN1
+                opts.max_mem = 64 << 20
+                self._re = re2.compile("|".join(alts).encode("latin-1"), opts)
+                self.engine = "re2"
+                return
+            if engine == "re2":
+                raise RuntimeError("google-re2 is not installed")
         from slurmdoc.engine.matcher import trie_regex
 
         cs = [w.decode("latin-1") for w, ci in words if not ci]
