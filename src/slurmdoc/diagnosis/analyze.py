@@ -36,6 +36,7 @@ from slurmdoc.models import (
 
 MAX_CAUSES = 20_000
 JOURNAL_MAX = 5_000  # findings kept to split the job into attempts (beyond: no split)
+MAX_LAST = 50_000  # streams whose last finding is kept to merge multi-line reports
 MAX_STREAMS_SEEN = 500_000
 FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
@@ -180,9 +181,14 @@ class Analyzer:
             g = self.symptoms.get(rule.id)
             if g is not None:
                 for r in refs:
-                    g.refs.setdefault(r.key(), r)
+                    if len(g.refs) < MAX_STREAMS_SEEN:
+                        g.refs.setdefault(r.key(), r)
             return
         f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
+        if len(self._last) >= MAX_LAST:
+            # bounded memory whatever the number of printers: a report is merged with the
+            # previous line of its stream; past this many streams, start over
+            self._last.clear()
         self._last[stream] = f
         self._note_seq(f.refs, match.captures)
         for r in f.refs:
@@ -212,7 +218,8 @@ class Analyzer:
                 g.first = f  # by time where lines carry one: the same whatever the interleaving
             g.count += 1
             for r in f.refs:
-                g.refs.setdefault(r.key(), r)
+                if len(g.refs) < MAX_STREAMS_SEEN:  # as many ranks as ranks_seen counts
+                    g.refs.setdefault(r.key(), r)
             if f.node:
                 g.nodes.add(f.node)
             if rule.spec.exit_evidence and len(self.exits) < 1000:

@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
-from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, SNIFF, Input, _Prefixed, _utf16_lines, looks_binary
+from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, SNIFF, Gunzipped, Input, _Prefixed, _utf16_lines, damage, looks_binary
 
 try:  # the accelerator: wheels exist for x86-64 Linux/Windows and macOS
     import hyperscan as _hs
@@ -193,6 +193,8 @@ class Scan:
         try:
             yield from self._scan(f)
         finally:
+            if (hurt := damage(f, name, self.lines)) is not None:
+                self.warnings.append(hurt)
             if self.long_lines > MAX_LINE_WARNINGS:
                 self.warnings.append(f"{name}: {self.long_lines - MAX_LINE_WARNINGS} more lines longer than {MAX_LINE} bytes were cut")
             try:
@@ -213,7 +215,7 @@ class Scan:
 
     def _scan(self, f) -> Iterator[tuple[int, str, bool]]:
         b = self.budget
-        size = None if isinstance(f, gzip.GzipFile) else self.inp.size
+        size = None if isinstance(f, (gzip.GzipFile, Gunzipped)) else self.inp.size
         tail_start = max(size - self.tail, 0) if size is not None else None
         data = self.buffer if self.buffer is not None and len(self.buffer) == BLOCK else bytearray(BLOCK)
         view = memoryview(data)

@@ -130,11 +130,93 @@ def expand(paths: list[str], warnings: list[str]) -> list[str]:
     return unique
 
 
+class _UpTo(io.RawIOBase):
+    """A regular file read only up to the size it had when opened: a log that is still being
+    written (even faster than it can be read) is diagnosed as it was, and the run ends."""
+
+    def __init__(self, f: BinaryIO, limit: int) -> None:
+        self.f = f
+        self.left = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        if self.left <= 0:
+            return 0
+        n = self.f.readinto(memoryview(b)[: min(len(b), self.left)]) or 0  # type: ignore[attr-defined]
+        self.left -= n
+        return n
+
+    def close(self) -> None:
+        self.f.close()
+        super().close()
+
+
+class _Salvage(io.RawIOBase):
+    """A gzip stream that hands over everything it could decompress before it broke.
+
+    GzipFile raises on a truncated or corrupt stream, and a large read loses the data it
+    had decompressed. Here the stream just ends where the damage is, and the damage is kept
+    for the reader to report (`damage()`), after it has diagnosed the lines before it."""
+
+    def __init__(self, gz: gzip.GzipFile) -> None:
+        self.gz = gz
+        self.error: Optional[BaseException] = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        if self.error is not None:
+            return 0
+        try:
+            data = self.gz.read1(min(len(b), 1 << 16))
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+            self.error = e
+            return 0
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self.gz.close()
+        except Exception:  # closing a damaged gzip can raise again
+            pass
+        super().close()
+
+
+class Gunzipped(io.BufferedReader):
+    """The decompressed stream of a gzip input (its size on disk says nothing of its length)."""
+
+
+def damage(f: BinaryIO, name: str, lines: int) -> Optional[str]:
+    """The warning for a gzip input that ended in damage, once it has been read to its end."""
+    e = f.raw.error if isinstance(f, Gunzipped) else None  # type: ignore[attr-defined]
+    if e is None:
+        return None
+    what = "truncated gzip" if isinstance(e, EOFError) else f"read error ({e})"
+    return f"{name}: skipped, {what}" if lines == 0 else f"{name}: {what} after line {lines}; diagnosed the lines before it"
+
+
+def _gunzip(f: BinaryIO) -> BinaryIO:
+    return Gunzipped(_Salvage(gzip.GzipFile(fileobj=f, mode="rb")), buffer_size=1 << 16)  # type: ignore[return-value]
+
+
 def _open_file(path: str) -> BinaryIO:
-    f = open(path, "rb")
+    f = open(path, "rb", buffering=0)
+    try:
+        st = os.fstat(f.fileno())
+    except OSError:
+        f.close()
+        raise
+    if stat.S_ISREG(st.st_mode):
+        f = io.BufferedReader(_UpTo(f, st.st_size), buffer_size=1 << 16)  # type: ignore[assignment]
+    else:  # a pipe or FIFO (`<(zcat job.log.gz)`): read until its writer closes it
+        f = io.BufferedReader(f, buffer_size=1 << 16)  # type: ignore[assignment]
     head = f.peek(2)[:2] if hasattr(f, "peek") else b""
     if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+        return _gunzip(f)
     return f
 
 
@@ -144,7 +226,7 @@ def _open_stdin() -> BinaryIO:
     raw = sys.stdin.buffer
     buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)  # type: ignore[arg-type]
     if buffered.peek(2)[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
+        return _gunzip(buffered)  # type: ignore[arg-type]
     return buffered  # type: ignore[return-value]
 
 
@@ -284,6 +366,8 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
                 chunk = chunk[:-1]
             yield lineno, chunk.decode("utf-8", "replace")
     finally:
+        if (hurt := damage(f, name, lineno)) is not None:
+            warnings.append(hurt)
         if long_lines > MAX_LINE_WARNINGS:
             warnings.append(f"{name}: {long_lines - MAX_LINE_WARNINGS} more lines longer than {MAX_LINE} bytes were cut")
         if on_bytes is not None and pending:
