@@ -25,41 +25,25 @@ SLURM_CASES = case_dirs("slurm")
 
 # case (relative to fixtures/) -> what slurmdoc gets wrong today
 KNOWN_MISSES: dict[str, str] = {
-    "slurm/sbatch_requeue_then_oom": "two attempts in one file: names attempt 0's requeue "
-    "(job-level 'preemption') instead of the last attempt's cuda_oom on rank 1",
     "slurm/srun_assert_per_node": "srun --output per node (%n): the 4 identical unprefixed "
     "asserts are seen as 4 processes alike but not reported as all ranks",
     "slurm/srun_eaddrinuse": "the srun --label index of a torchrun agent is read as global rank 1; "
     "the EADDRINUSE belongs to an agent, no worker rank exists",
     "slurm/srun_enospc": "torch.save on a full disk ('basic_ios::clear: iostream error', then "
     "'unexpected pos') is classified python_exception, not io_error",
-    "slurm/srun_gloo_straggler": "the straggler (rank 2) is found but its node is not attached "
-    "('srun: error: n2: task 2' names it)",
     "slurm/srun_host_alloc": "'DefaultCPUAllocator: can't allocate memory' (CPU allocator ENOMEM) "
     "is classified python_exception, not host_oom",
     "slurm/srun_nan_anomaly": "autograd anomaly mode's 'Function ... returned nan values in its "
     "0th output' is classified python_exception, not numerical",
-    "slurm/srun_time_limit_hang": "time limit reported for the whole job (node of the CANCELLED "
-    "line); the rank that stopped progressing (rank 3: last 'step 3', the others 'step 4') is "
-    "not named",
-    "slurm/srun_torchrun_exception": "node taken from torchrun's summary ('host : localhost') "
-    "instead of the Slurm node srun names for the agent's task (n1)",
-    "slurm/srun_torchrun_import": "node taken from torchrun's summary ('host : localhost') "
-    "instead of the Slurm node srun names for the agent's task (n1)",
+    "slurm/srun_torchrun_import": "the ModuleNotFoundError (line 14, no timestamp) loses to a later "
+    "rendezvous error (line 138)",
     "slurm/srun_torchrun_rdzv_timeout": "torchrun's RendezvousTimeoutError (the two agents never "
     "met) is classified python_exception, and the agents' srun labels are taken as ranks",
-    "slurm/srun_torchrun_tee_time_limit": "time limit reported for the whole job; the stalled "
-    "rank 1 ('0: [default1]:' last at 'step 2', the others at 'step 3'; --tee flushes the "
-    "progress after the agents' death-signal lines) is not named",
     "slurm/srun_torchrun_unresolvable": "the two agents' srun labels are taken as ranks (no worker "
     "ever started); the source is the outer RendezvousConnectionError, not its direct cause "
     "DistNetworkError",
     "slurm/torchrun_abort": "rank 1's SIGABRT (torchrun 'failed (exitcode: -6) local_rank: 1', "
     "printed after the echoes) loses to rank 2's earlier gloo 'Connection closed by peer'",
-    "documented/illegal_memory_access": "node not derived: rank 5 prints under srun label 1 and "
-    "'srun: error: gpu-f08: task 1' names the node",
-    "documented/nccl_watchdog_straggler": "straggler rank 6 found, but its node is not taken from "
-    "its agent's summary ('host : gpu-b02')",
 }
 
 

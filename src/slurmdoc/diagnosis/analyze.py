@@ -41,6 +41,7 @@ MAX_STREAMS_SEEN = 500_000
 FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
 OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 HANG_ENDINGS = ("time_limit", "cancelled")  # job-level endings that may hide a hung rank
 EXIT_SIGNALS = {-9: "SIGKILL", -15: "SIGTERM", -6: "SIGABRT", -11: "SIGSEGV", -7: "SIGBUS"}
 
@@ -134,6 +135,9 @@ class Analyzer:
         self.named_locals: list[RankRef] = []  # local ranks named by launcher lines
         self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
         self.seqs: dict[tuple, tuple[RankRef, int]] = {}  # rank -> collective it timed out in
+        self.host_refs: list[tuple[RankRef, str, int]] = []  # (who, host, how sure) from srun lines, prefixes, summaries
+        self.pid_ref: dict[tuple[int, str], RankRef] = {}  # (source, pid) -> the rank that process was
+        self.pid_findings: list[tuple[str, int, str]] = []  # (rule id, source, pid) of findings naming only a pid
         # the job's layout, worked out once the input has been read (_layout)
         self.nested_sources: set[int] = set()
         self.node_order: dict[int, int] = {}
@@ -176,6 +180,7 @@ class Analyzer:
             # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
             refs = self._refs(event, match)
             self._note_seq(refs, match.captures)
+            self._note_hosts(event, match, refs)
             known = {r.key() for r in prev.refs}
             prev.refs.extend(r for r in refs if r.key() not in known)
             g = self.symptoms.get(rule.id)
@@ -191,6 +196,7 @@ class Analyzer:
             self._last.clear()
         self._last[stream] = f
         self._note_seq(f.refs, match.captures)
+        self._note_hosts(event, match, f.refs)
         for r in f.refs:
             if r.local is not None and len(self.named_locals) < 100_000:
                 self.named_locals.append(r)  # local ranks a launcher names count for the layout
@@ -237,6 +243,70 @@ class Analyzer:
             return
         for r in refs:
             self.seqs.setdefault(r.key(), (r, pos))
+
+    def _note_hosts(self, event: Event, match: Match, refs: list[RankRef]) -> None:
+        """Where ranks ran (srun's `n2: task 2`, a host prefix, a launcher summary's
+        `host :`), and which rank a process id was (torchrun's `(pid: P)`)."""
+        caps = match.captures
+        src = event.first.source
+        if len(self.host_refs) >= 200_000 or len(self.pid_ref) >= 100_000:
+            return
+        host = caps.get("node")
+        if host and "tasks" in caps:
+            self.host_refs.extend((r, host, 3) for r in refs)
+        elif host:
+            self.host_refs.extend((r, host, 0) for r in refs)
+        first = event.first
+        if first.node and first.origin == "rank":
+            self.host_refs.append((first.who, first.node, 2))
+        for e in match.entries:
+            r = to_int(e.get("rank"))
+            if r is None:
+                continue
+            ref = RankRef(src, rank=r)
+            if e.get("node"):
+                self.host_refs.append((ref, e["node"], 0 if e["node"] in LOCAL_HOSTS else 1))
+            if e.get("pid"):
+                self.pid_ref[(src, e["pid"])] = ref
+        pid = caps.get("pid")
+        if pid:
+            if refs and ("local_rank" in caps or "rank" in caps):
+                self.pid_ref.setdefault((src, pid), refs[0])
+            elif not refs and len(self.pid_findings) < 100_000:
+                self.pid_findings.append((match.rule.id, src, pid))
+
+    def _hosts(self) -> dict[int, str]:
+        """rank -> host, the surest evidence first; under `srun torchrun` srun's task ids are
+        nodes, so their host goes to every rank printed under that srun label."""
+        best: dict[int, tuple[int, str]] = {}
+        node_host: dict[tuple[int, int], tuple[int, str]] = {}
+        for ref, host, sure in self.host_refs:
+            if ref.label is not None and ref.rank is None and ref.local is None and ref.source in self.nested_sources:
+                if (ref.source, ref.label) not in node_host or sure > node_host[(ref.source, ref.label)][0]:
+                    node_host[(ref.source, ref.label)] = (sure, host)
+                continue
+            r = self.resolve(ref)
+            if r is not None and (r not in best or sure > best[r][0]):
+                best[r] = (sure, host)
+        if node_host:
+            for ref in self.seen.values():
+                got = node_host.get((ref.source, ref.label)) if ref.label is not None else None
+                r = self.resolve(ref) if got is not None else None
+                if got is not None and r is not None and (r not in best or got[0] > best[r][0]):
+                    best[r] = got
+        return {r: h for r, (_, h) in best.items()}
+
+    def _pids_to_ranks(self) -> None:
+        """Findings that name only a process id (`Sending process P closing signal SIGTERM`)
+        count for the rank that process was, when a launcher line or summary says so."""
+        for rule_id, src, pid in self.pid_findings:
+            ref = self.pid_ref.get((src, pid))
+            g = self.symptoms.get(rule_id)
+            if ref is None or g is None:
+                continue
+            r = self.resolve(ref)
+            if r is not None:
+                g.refs.setdefault(("pid", src, r), RankRef(src, rank=r))
 
     def _refs(self, event: Event, match: Match) -> list[RankRef]:
         who = event.first.who
@@ -368,12 +438,8 @@ class Analyzer:
         all_ranks = sorted(set(self._ranks(self.seen.values())) | self.known_ranks)
         total = len(all_ranks)
         self._total = total
-        rank_host: dict[int, str] = {}
-        for f in self.causes + self.contexts + [g.first for g in self.symptoms.values()]:
-            host = f.captures.get("node")
-            if host:
-                for r in self._ranks(f.refs):
-                    rank_host.setdefault(r, host)
+        rank_host = self._hosts()
+        self._pids_to_ranks()
 
         root: Optional[Finding] = None
         promoted = False
@@ -437,9 +503,10 @@ class Analyzer:
                 if m.rule.spec.launcher_verdict or m.rule.spec.exit_evidence:
                     # a launcher's summary or a process's exit status: the job was failing
                     closers.setdefault(ev.first.source, []).append(ev.first.lineno)
-                # what makes an attempt: a failure a worker printed (a launcher's or Slurm's
-                # lines about it, such as an OOM-kill notice, belong to the attempt they end)
-                if m.rule.role in ("cause", "symptom") and ev.first.origin in ("rank", "unknown"):
+                # what makes an attempt: a failure a worker printed, or a cause that ends the
+                # attempt itself (a requeue); a launcher's or Slurm's other lines about a
+                # failure, such as an OOM-kill notice, belong to the attempt they end
+                if (m.rule.role in ("cause", "symptom") and ev.first.origin in ("rank", "unknown")) or (m.rule.role == "cause" and "attempt_end" in m.captures):
                     failures.setdefault(ev.first.source, []).append(ev.first.lineno)
             ran: dict[int, list[int]] = {}
             for a in activity or []:
@@ -468,7 +535,7 @@ class Analyzer:
         items = []
         for k, d in enumerate(diags):
             rc = d.root_cause
-            w = who(rc.rank, rc.ranks, d.ranks_seen, rc.all_ranks) if rc is not None else ""
+            w = "" if rc is None or (rc.job_level and rc.rank is None) else who(rc.rank, rc.ranks, d.ranks_seen, rc.all_ranks)
             items.append((rc.category if rc is not None else None, w))
             attempts.append(
                 Attempt(
@@ -684,8 +751,11 @@ class Analyzer:
                 ranks = [rank]
                 evidence.append(f"rank {rank} from {self._src(by)}: {by.message()[:200]}")
         node = root.node or (rank_host.get(rank) if rank is not None else None)
-        if stall is not None and stragglers and root.rule.spec.attribution == "text" and self.multi_node:
-            node = rank_host.get(rank) if rank is not None else None  # the job's host is not the straggler's
+        if stragglers and rank is not None:
+            # the straggler's own host, not the host of the line that revealed it (a
+            # reporter's prefix, the job's batch host in a CANCELLED line)
+            hosts = set(rank_host.values())
+            node = rank_host.get(rank) or (root.node if len(hosts) <= 1 and (not hosts or root.node in hosts or root.rule.spec.attribution == "text") else None)
         rule = root.rule
         caps = dict(root.captures)
         # refine: a bare SIGKILL next to OOM-killer evidence is a host OOM, and so on

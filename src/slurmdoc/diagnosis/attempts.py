@@ -96,9 +96,10 @@ def who(rank: Optional[int], ranks: tuple[int, ...], total: int, all_ranks: bool
 
 def history(items: list[tuple[Optional[str], str]]) -> str:
     """'3 attempts: cuda_oom on rank 12 each time', '2 attempts: import_error on rank 0,
-    then cuda_oom on rank 3'. `items`: (category or None for no failure, who) per attempt."""
+    then cuda_oom on rank 3'. `items`: (category or None for no failure, who: '' for the
+    whole job, e.g. a requeue) per attempt."""
     n = len(items)
-    words = [f"{c} on {w}" if c is not None else "no failure" for c, w in items]
+    words = [("no failure" if c is None else f"{c} on {w}" if w else c) for c, w in items]
     if n > 1 and len(set(words)) == 1 and items[0][0] is not None:
         return f"{n} attempts: {words[0]} each time"
     parts: list[str] = []

@@ -19,6 +19,7 @@ class Match:
     captures: dict[str, str]
     line_index: int  # which of the event's lines holds the match start
     known_ranks: tuple[int, ...] = ()  # ranks the text shows exist (rule field known_ranks)
+    entries: tuple[dict[str, str], ...] = ()  # per known rank, the known_ranks regex's named groups (node, pid, exitcode)
 
 
 def trie_regex(words: list[str]) -> str:
@@ -90,17 +91,32 @@ class Matcher:
             if m is not None:
                 start, caps = m
                 line_index = origin if start < 0 else text.count("\n", 0, start)
-                return Match(rule, caps, line_index, self._known(rule, text))
+                known, entries = self._known(rule, text)
+                return Match(rule, caps, line_index, known, entries)
         return None
 
-    def _known(self, rule: Rule, text: str) -> tuple[int, ...]:
-        if rule.known_ranks is None:
-            return ()
+    def _known(self, rule: Rule, text: str) -> tuple[tuple[int, ...], tuple[dict[str, str], ...]]:
+        """Ranks the text shows exist, and for each match the regex's named groups (with
+        `rank`): a launcher summary's host, pid and exit code of every failed rank."""
+        rx = rule.known_ranks
+        if rx is None:
+            return (), ()
+        found: set[int] = set()
+        entries: list[dict[str, str]] = []
+        named = "rank" in rx.groupindex  # type: ignore[attr-defined]
         try:
-            found = {n for m in rule.known_ranks.finditer(text, timeout=MATCH_TIMEOUT) if (n := to_int(m.group(1))) is not None and n >= 0}  # type: ignore[attr-defined]
+            for m in rx.finditer(text, timeout=MATCH_TIMEOUT):  # type: ignore[attr-defined]
+                n = to_int(m.group("rank") if named else m.group(1))
+                if n is None or n < 0:
+                    continue
+                found.add(n)
+                if len(entries) < 10_000:
+                    e = {k: v for k, v in m.groupdict().items() if v is not None}
+                    e["rank"] = str(n)
+                    entries.append(e)
         except TimeoutError:
-            return ()
-        return tuple(sorted(found))
+            return (), ()
+        return tuple(sorted(found)), tuple(entries)
 
     def match_rule(self, rule: Rule, text: str, origin: Optional[str] = None) -> Optional[tuple[int, dict[str, str]]]:
         """(offset of the match, captures) if the rule matches the text, else None.
