@@ -97,7 +97,7 @@ def test_nul_bytes_inside_a_log_and_glued_before_a_record(tmp_path):
 
 def test_binary_file_is_skipped_and_named_the_others_diagnosed(tmp_path):
     good = write(tmp_path / "good.log", TB)
-    binary = write(tmp_path / "core.log", os.urandom(64 << 10))
+    binary = write(tmp_path / "core.log", b"\x7fELF\x02\x01\x01" + os.urandom(64 << 10).replace(b"\n", b""))  # a core dump
     r = cli(good, binary)
     assert r.rc == 1 and r.root["category"] == "import_error"
     assert r.warned("core.log: skipped, binary data")

@@ -202,7 +202,7 @@ def projection(d) -> tuple:
     )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(EXAMPLES), st.lists(noise_line, max_size=15), st.lists(noise_line, max_size=15))
 def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factory, example, before, after):
     rule, _, text = example
