@@ -181,6 +181,13 @@ def test_rule_dir_named_by_the_environment_is_validated_exit_3(write, tmp_path):
     assert "vocab-mismatch.yaml:5: rule 'vocab-mismatch': field 'keyword': unknown field; did you mean 'keywords'?" in err
 
 
+def test_missing_rule_dir_says_which_setting_named_it(write, tmp_path):
+    r = run("diagnose", write("job.log", VOCAB_LOG), env={"SLURMDOC_RULES": str(tmp_path / "gone")})
+    assert r.returncode == 3 and b"gone: rule directory does not exist (named by SLURMDOC_RULES)" in r.stderr
+    r = run("rules", "list", "--rules", str(tmp_path / "gone"))
+    assert r.returncode == 3 and b"(named by --rules)" in r.stderr
+
+
 def test_bad_config_file_is_one_line_exit_2(write, tmp_path):
     conf = tmp_path / "c.toml"
     conf.write_text("rulez = []\n")

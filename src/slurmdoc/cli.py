@@ -123,8 +123,13 @@ def diagnose(
 def _rule_dirs(cli_dirs: List[str]) -> List[str]:
     """User rule directories by precedence: --rules, else $SLURMDOC_RULES, else the config file."""
     from slurmdoc.config import resolve_rule_dirs
+    from slurmdoc.errors import RuleError
 
-    return list(resolve_rule_dirs(cli_dirs).dirs)
+    found = resolve_rule_dirs(cli_dirs)
+    for d in found.dirs:
+        if not os.path.isdir(d):
+            raise RuleError(d, None, None, f"rule directory does not exist (named by {found.origin})")
+    return list(found.dirs)
 
 
 def _silence_stdout() -> None:
@@ -314,7 +319,7 @@ def _pack(dirs: List[str], rules: List[str]):
     return load_layers(dirs) if dirs else load_layers(_rule_dirs(rules), report_all=True)
 
 
-@rules_app.command("test", epilog="Exit codes: 0 every example behaves, 1 an example failed or a rule file does not load, 2 usage error.")
+@rules_app.command("test", epilog="Exit codes: 0 every example behaves, 1 an example failed or a rule file does not load, 2 usage error, 3 a directory named by --rules, SLURMDOC_RULES or the config file does not exist.")
 def rules_test(
     dirs: List[str] = typer.Argument(None, metavar="[DIR]...", help="Rule directories to test (default: every rule in effect)."),
     rules: List[str] = _RULES_OPT,
@@ -333,7 +338,7 @@ def rules_test(
     raise typer.Exit(0 if report.ok else 1)
 
 
-@rules_app.command("lint", epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, 2 usage error.")
+@rules_app.command("lint", epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, 2 usage error, 3 a directory named by --rules, SLURMDOC_RULES or the config file does not exist.")
 def rules_lint(
     dirs: List[str] = typer.Argument(None, metavar="[DIR]...", help="Rule directories to lint (default: every rule in effect)."),
     rules: List[str] = _RULES_OPT,
