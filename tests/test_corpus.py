@@ -29,12 +29,6 @@ KNOWN_MISSES: dict[str, str] = {
     "asserts are seen as 4 processes alike but not reported as all ranks",
     "slurm/srun_eaddrinuse": "the srun --label index of a torchrun agent is read as global rank 1; "
     "the EADDRINUSE belongs to an agent, no worker rank exists",
-    "slurm/srun_enospc": "torch.save on a full disk ('basic_ios::clear: iostream error', then "
-    "'unexpected pos') is classified python_exception, not io_error",
-    "slurm/srun_host_alloc": "'DefaultCPUAllocator: can't allocate memory' (CPU allocator ENOMEM) "
-    "is classified python_exception, not host_oom",
-    "slurm/srun_nan_anomaly": "autograd anomaly mode's 'Function ... returned nan values in its "
-    "0th output' is classified python_exception, not numerical",
     "slurm/srun_torchrun_import": "the ModuleNotFoundError (line 14, no timestamp) loses to a later "
     "rendezvous error (line 138)",
     "slurm/srun_torchrun_rdzv_timeout": "torchrun's RendezvousTimeoutError (the two agents never "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurmdoc.engine.loader import load_rulebook
-from slurmdoc.engine.template import TemplateError, divisors, evaluate, names, near_multiples, parse, product, quotient
+from slurmdoc.engine.template import TemplateError, divisors, evaluate, names, near_multiples, parse, product, quotient, size
 from slurmdoc.errors import RuleError
 
 
@@ -16,6 +16,7 @@ def test_helpers_compute_what_would_satisfy_a_divisibility_assert():
     assert near_multiples(28, 8) == "24 or 32" and near_multiples(5, 8) == "8" and near_multiples(32, 8) == "32"
     assert quotient(1024, 8) == 128 and quotient(1024, 3) is None and quotient(1, 0) is None
     assert product(2, "4") == 8 and product(2, "x") is None
+    assert size("8589934592") == "8.00 GiB" and size(512) == "512 bytes" and size(-1) is None
 
 
 def test_long_divisor_lists_are_elided():

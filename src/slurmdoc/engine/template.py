@@ -99,6 +99,19 @@ def gcd(a, b) -> Optional[int]:
     return math.gcd(a, b)
 
 
+def size(n) -> Optional[str]:
+    """A byte count for people: '8.00 GiB', '1.00 TiB'."""
+    n = _num(n)
+    if n is None or n < 0:
+        return None
+    value = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{n} bytes" if unit == "bytes" else f"{value:.2f} {unit}"
+        value /= 1024
+    return None
+
+
 HELPERS: dict[str, tuple[Callable, int, Optional[int]]] = {
     # name: (function, fewest arguments, most arguments or None)
     "divisors": (divisors, 1, 1),
@@ -106,6 +119,7 @@ HELPERS: dict[str, tuple[Callable, int, Optional[int]]] = {
     "product": (product, 2, None),
     "near_multiples": (near_multiples, 2, 2),
     "gcd": (gcd, 2, 2),
+    "size": (size, 1, 1),
 }
 
 MISSING_IS_ONE = {"product"}  # helpers whose missing arguments are left out
