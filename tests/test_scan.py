@@ -67,18 +67,7 @@ def test_windows_alone_give_the_exact_readers_diagnosis(case):
     assert _key(_json([case], budget=budget)) == _key(_json([case], budget=None))
 
 
-# found when new fixture folders shifted the sample below onto this form: with 4 KiB blocks
-# and no head/tail, rank 21's traceback (no timestamp of its own) inherits the file's latest
-# time (10:12:00) instead of rank 21's last one (10:00:30), which the windows skipped
-SMALL_BLOCK_MISSES = {"02_srun_torchrun_rprefix_4x8_r21.log": "untimed root line inherits the file's latest time when its rank's earlier lines were skipped"}
-
-
-def _small_block_param(case):
-    reason = SMALL_BLOCK_MISSES.get(Path(case).name)
-    return pytest.param(case, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
-
-
-@pytest.mark.parametrize("case", [_small_block_param(c) for c in CASES[::3]], ids=lambda c: Path(c).name)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: Path(c).name)
 def test_small_blocks_and_short_lines_change_nothing(case, monkeypatch):
     """Block boundaries every 4 KiB and a 1 KiB line cap: same result as the exact reader
     under the same cap (many block edges, lines cut by both readers alike)."""
@@ -239,3 +228,16 @@ def test_binary_and_utf16_inputs(tmp_path):
     d = diagnose([str(b), str(u)])
     assert d.root_cause is not None and d.root_cause.rank == 1
     assert any("binary" in w for w in d.warnings)
+
+
+def test_lines_before_a_hit_at_a_block_start_come_from_the_previous_block(tmp_path, keywords, monkeypatch):
+    monkeypatch.setattr(scan_mod, "BLOCK", 4096)
+    lines = [f"[2026-11-20 10:00:{i % 60:02d}] step {i}".ljust(99) for i in range(1, 201)]
+    lines[40] = "Traceback (most recent call last):".ljust(99)  # line 41: the first of block 2
+    path = tmp_path / "a.log"
+    path.write_text("\n".join(lines) + "\n")
+    (inp,) = make_inputs([str(path)], [])
+    b = Budget(head=0, tail=0, min_head=0, min_tail=0, before=5, after=0)
+    got = [(n, t) for n, t, _ in Scan(inp, Prefilter(*keywords), 0, 0, b, [], lambda: False, lambda: None)]
+    assert [n for n, _ in got][:6] == [36, 37, 38, 39, 40, 41]
+    assert all(t == lines[n - 1].rstrip() or t == lines[n - 1] for n, t in got)

@@ -229,6 +229,7 @@ class Scan:
         checked = 0
         ring: deque[tuple[int, bytes]] = deque()  # skipped end of an input of unknown size
         ring_bytes = 0
+        stash: Optional[tuple[int, bytes]] = None  # (number of its last line, the lines) ending the previous block
         head_limit = self.head
         printers_mark = -1  # printers seen at 3/4 of the head
         try:
@@ -336,16 +337,35 @@ class Scan:
                             lineno += skipped
                             if skipped:
                                 self.skipped()
+                            if not eof and b.before:
+                                # keep the block's last lines: a hit at the very start of the
+                                # next block wants them as its lines before
+                                t = end
+                                for _ in range(b.before):
+                                    if t <= pos:
+                                        break
+                                    t = data.rfind(b"\n", pos, t - 1) + 1 or pos
+                                stash = (lineno, bytes(data[t:end]))
                             break
                         # a window: a few lines before the hit's line, then on from there
                         s = data.rfind(b"\n", pos, hit) + 1 or pos
-                        for _ in range(b.before):
-                            if s <= pos:
-                                break
+                        backed = 0
+                        while backed < b.before and s > pos:
                             s = data.rfind(b"\n", pos, s - 1) + 1 or pos
+                            backed += 1
                         if s > pos:
                             lineno += data.count(b"\n", pos, s)
                             self.skipped()
+                        elif s == 0 and stash is not None and backed < b.before:
+                            # the lines before the hit ended the previous block
+                            last_no, blob = stash
+                            kept = blob.split(b"\n")[:-1][-(b.before - backed):]
+                            for i, piece in enumerate(kept):
+                                if piece.endswith(b"\r"):
+                                    piece = piece[:-1]
+                                self.parsed += 1
+                                yield last_no - len(kept) + 1 + i, piece[:MAX_LINE].decode("utf-8", "replace"), False
+                        stash = None
                         ring.clear()
                         ring_bytes = 0
                         pos = s
@@ -354,6 +374,7 @@ class Scan:
                         checked = lineno
                         continue
                     # parse one line
+                    stash = None
                     nl = data.find(b"\n", pos, end)
                     e = nl if nl >= 0 else end
                     lineno += 1
