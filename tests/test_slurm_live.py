@@ -85,6 +85,7 @@ class Live:
     work: Path
     ids: dict[str, str] = field(default_factory=dict)
     epilog_installed: bool = False
+    epilog_lost: bool = False  # removed while the jobs ran: another run on this cluster
     waited_s: float = 0.0
 
     def sd(self, *args, timeout=120):
@@ -92,7 +93,7 @@ class Live:
 
 
 @pytest.fixture(scope="session")
-def live(tmp_path_factory) -> Live:
+def live(tmp_path_factory):
     reason = _unreachable()
     if reason:
         if REQUIRE:
@@ -107,16 +108,25 @@ def live(tmp_path_factory) -> Live:
             text += LINE
         (work / f.name).write_text(text)
     # a job whose --output directory does not exist (no log at all), and one that writes binary
-    # (a tar stream on stdout)
+    # (a tar stream on stdout, from the batch script itself so that no srun line comes first)
     (work / "nolog.sbatch").write_text((work / "exit1.sbatch").read_text().replace(
         "--output=slurm-%j.out", f"--output={work}/no-such-dir/slurm-%j.out").replace("sd-exit1", "sd-nolog"))
     (work / "binary.sbatch").write_text(
         "#!/bin/bash\n#SBATCH --job-name=sd-binary --ntasks=1 --output=slurm-%j.out\n"
-        "srun bash -c 'tar c -C / etc/os-release etc/hostname | head -c 65536; exit 3'\n" + LINE)
+        "tar c -C / etc/os-release etc/hostname | head -c 65536\nbash -c 'exit 3'\n" + LINE)
     cfg = _run("scontrol", "show", "config").stdout
     live = Live(work=work, epilog_installed=any(
         line.split("=", 1)[0].strip() == "Epilog" and WRAPPER in line for line in cfg.splitlines()))
     env = dict(os.environ, SD_JOBS=str(work), SLURMDOC_BIN=_slurmdoc_bin(), SD_LINE_DIR=str(work / "line"))
+    try:
+        yield _submit_and_wait(live, env)
+    finally:  # an interrupted run leaves no job behind
+        if live.ids:
+            _run("scancel", *live.ids.values())
+
+
+def _submit_and_wait(live: Live, env: dict) -> Live:
+    work = live.work
     for name in list(CASES) + ["nolog", "binary", "array", "hetjob", "ok"]:
         p = _run("sbatch", "--parsable", f"{name}.sbatch", cwd=work, env=env)
         assert p.returncode == 0, f"sbatch {name}: {p.stderr}"
@@ -136,6 +146,8 @@ def live(tmp_path_factory) -> Live:
         assert time.monotonic() - t0 < 240, f"jobs still running after 240 s: {pending}"
         time.sleep(1)
     live.waited_s = time.monotonic() - t0
+    if live.epilog_installed and WRAPPER not in _run("scontrol", "show", "config").stdout:
+        live.epilog_lost = True
     # the Epilog runs after the job leaves RUNNING; give it time to write
     if live.epilog_installed:
         want = [live.work / f"slurm-{live.ids[n]}.slurmdoc.json" for n in CASES]
@@ -174,6 +186,15 @@ def test_triage_table_of_everything(live):
     assert "time_limit" in p.stdout and "cancelled by root" in p.stdout
 
 
+def test_triage_with_logs(live):
+    ids = [live.ids[n] for n in CASES]
+    p = live.sd("triage", "--logs", "-f", "json", *ids)
+    assert p.returncode == 1, p.stderr
+    got = {v["job_id"]: v for v in json.loads(p.stdout)["verdicts"]}
+    for n, (_, _, cat, rank, *_rest) in CASES.items():
+        assert (got[live.ids[n]]["category"], got[live.ids[n]]["rank"]) == (cat, rank), n
+
+
 def test_triage_array_and_het(live):
     a = live.ids["array"]
     doc = _jobs(live, "array")
@@ -207,6 +228,16 @@ def test_diagnose_job_without_a_log(live):
     assert p.returncode == 1 and "accounting only" in p.stdout and "does not exist" in p.stdout
 
 
+def _need_epilog(live: Live) -> None:
+    if live.epilog_lost:
+        pytest.fail("the slurmdoc Epilog was removed while the jobs ran (another test run on this cluster?)")
+    if not live.epilog_installed:
+        msg = f"Slurm's Epilog is not {WRAPPER} (install it with scripts/slurm-epilog install BIN)"
+        if REQUIRE:
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
 def _report(path: Path) -> dict:
     assert path.exists(), f"no report {path}"
     return json.loads(path.read_text())
@@ -214,11 +245,7 @@ def _report(path: Path) -> dict:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_node_epilog_report(live, name):
-    if not live.epilog_installed:
-        msg = f"Slurm's Epilog is not {WRAPPER} (install it with scripts/slurm-epilog install BIN)"
-        if REQUIRE:
-            pytest.fail(msg)
-        pytest.skip(msg)
+    _need_epilog(live)
     _, _, cat, rank, contra, _ = CASES[name]
     job = _report(live.work / f"slurm-{live.ids[name]}.slurmdoc.json")["job"]
     assert (job["category"], job["rank"]) == (cat, rank), job["verdict"]
@@ -228,8 +255,7 @@ def test_node_epilog_report(live, name):
 
 
 def test_node_epilog_missing_and_binary_log(live):
-    if not live.epilog_installed:
-        pytest.skip("no slurmdoc Epilog") if not REQUIRE else pytest.fail("no slurmdoc Epilog")
+    _need_epilog(live)
     job = _report(live.work / f"slurm-{live.ids['nolog']}.slurmdoc.json")["job"]  # in the work dir
     assert job["status"] == "failed" and "does not exist" in job["log_note"]
     job = _report(live.work / f"slurm-{live.ids['binary']}.slurmdoc.json")["job"]

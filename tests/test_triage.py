@@ -193,3 +193,30 @@ def test_cli_sacct_failing(tmp_path):
     p = subprocess.run([sys.executable, "-m", "slurmdoc", "triage", "12"], capture_output=True, text=True, env=env)
     assert p.returncode == 2
     assert "Connection refused" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_triage_with_logs(tmp_path, monkeypatch):
+    """--logs: each job's log found in its work dir (slurm-%j.out), diagnosed and joined."""
+    monkeypatch.setattr("slurmdoc.slurm.locate.scontrol_show_job", lambda *a, **k: [])
+    text = (DATA / "all.psv").read_text()
+    old_dir = next(line.split("|")[-2] for line in text.splitlines()[1:] if line.split("|")[-2])
+    (tmp_path / "all.psv").write_text(text.replace(old_dir, str(tmp_path)))
+    for f in DATA.glob("*.out"):
+        name = "slurm-" + f.name.split(".", 1)[1]  # exit1.2.out -> slurm-2.out
+        (tmp_path / name).write_bytes(f.read_bytes())
+    ids = [JOBS[n] for n in ("swallowed", "killonbad", "ok", "segfault")]
+    r = runner.invoke(app, ["triage", *ids, "--logs", "--sacct-file", str(tmp_path / "all.psv"), "-f", "json"])
+    assert r.exit_code == 1, r.stderr
+    doc = json.loads(r.stdout)
+    v = {x["job_id"]: x for x in doc["verdicts"]}
+    assert v[JOBS["swallowed"]]["category"] == "import_error" and v[JOBS["swallowed"]]["contradictions"]
+    assert v[JOBS["killonbad"]]["rank"] == 2
+    assert v[JOBS["ok"]]["status"] == "no_failure"
+    assert v[JOBS["segfault"]]["category"] == "segfault" and v[JOBS["segfault"]]["log_found_by"] == "default"
+    r = runner.invoke(app, ["triage", *ids, "--logs", "--sacct-file", str(tmp_path / "all.psv")])
+    assert "the log says" in r.stdout and "CONTRADICTION" in r.stdout
+    # a COMPLETED job whose log shows a failure makes the run fail too
+    r = runner.invoke(app, ["triage", JOBS["swallowed"], "--sacct-file", str(tmp_path / "all.psv")])
+    assert r.exit_code == 0
+    r = runner.invoke(app, ["triage", JOBS["swallowed"], "--logs", "--sacct-file", str(tmp_path / "all.psv")])
+    assert r.exit_code == 1 and "JOB VERDICT" in r.stdout

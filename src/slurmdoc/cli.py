@@ -233,6 +233,8 @@ def triage(
     job_ids: List[str] = typer.Argument(None, metavar="JOBID", help="Job ids: 1234, 1234_7 (array task), 1234+1 (het component); comma lists too."),
     sacct_file: Optional[str] = typer.Option(None, "--sacct-file", metavar="FILE", help="Read saved `sacct -P` or `sacct --json` output instead of running sacct (- for stdin)."),
     fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal: one job in detail, many as a table), json, markdown."),
+    logs: bool = typer.Option(False, "--logs", help="Also find each job's log, diagnose it and join the two (as diagnose --job does)."),
+    rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="With --logs: user rule directory (repeatable)."),
 ) -> None:
     """Why did these jobs fail, from Slurm's accounting: first failing step, exit codes in words, memory and time against the request, the category."""
     from slurmdoc.api import triage as run
@@ -240,6 +242,10 @@ def triage(
 
     try:
         report = run(job_ids or [], sacct_file=sacct_file)
+        if logs and report.jobs:
+            from slurmdoc.slurm.api import triage_with_logs
+
+            report = triage_with_logs(report, rule_dirs=_rule_dirs(rules))
     except SlurmdocError as e:
         _err(f"error: {e.one_line()}")
         raise typer.Exit(e.exit_code)

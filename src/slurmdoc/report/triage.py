@@ -9,7 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from slurmdoc.slurm.models import JobTriage, TriageReport
+from typing import Optional
+
+from slurmdoc.slurm.models import JobTriage, JobVerdict, TriageReport
 
 STATUS_STYLE = {"failed": "bold red", "ok": "bold green", "running": "yellow", "pending": "yellow"}
 
@@ -41,15 +43,28 @@ def detail_lines(j: JobTriage) -> list[tuple[str, str]]:
     return out
 
 
+def _log_cell(v: Optional[JobVerdict]) -> str:
+    if v is None:
+        return ""
+    if not v.logs:
+        return "no log" if not v.log_note or "does not exist" in v.log_note or "no log" in v.log_note else "unreadable log"
+    rc = f"{v.category or 'no failure'}" + (f" rank {v.rank}" if v.rank is not None else "")
+    return rc + (" (!)" if v.contradictions else "")
+
+
 def render_text(r: TriageReport, console: Console) -> None:
     p = console.print
+    by_job = {v.job_id: v for v in r.verdicts}
     if len(r.jobs) > 1:
         t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        for col in ("job", "name", "state", "derived", "first failing step", "category", "why"):
+        cols = ["job", "name", "state", "derived", "first failing step", "category", "why"]
+        if r.verdicts:
+            cols.append("the log says")
+        for col in cols:
             t.add_column(col, overflow="fold")
         for j in r.jobs:
             s = j.first_failed_step
-            t.add_row(
+            row = [
                 j.job_id,
                 j.name,
                 Text(_codes(j), style=STATUS_STYLE[j.status]),
@@ -57,14 +72,20 @@ def render_text(r: TriageReport, console: Console) -> None:
                 f"{s.id} {s.state} {s.exit_code or ''}".strip() if s else "-",
                 j.category or "-",
                 j.summary,
-            )
+            ]
+            if r.verdicts:
+                row.append(_log_cell(by_job.get(j.job_id)))
+            t.add_row(*row)
         p(t)
         failed = [j for j in r.jobs if j.status == "failed"]
-        if failed:
+        if failed or r.verdicts:
             p("")
         for j in failed:
             for n in j.notes:
                 p(f"{j.job_id}: {n}")
+        for v in r.verdicts:
+            for c in v.contradictions:
+                p(Text(f"{v.job_id}: CONTRADICTION: {c}", style="bold yellow"))
     else:
         for j in r.jobs:
             head = Text(f"JOB {j.job_id}", style="bold")
@@ -79,6 +100,12 @@ def render_text(r: TriageReport, console: Console) -> None:
                 p(f"  {label}: {text}")
             if j.components:
                 p(f"  heterogeneous job: components {', '.join(j.components)}")
+            v = by_job.get(j.job_id)
+            if v is not None:
+                from slurmdoc.report.job import render_text as render_job
+
+                p("")
+                render_job(v, console)
     for m in r.not_found:
         p(Text(f"{m}: not in the accounting records", style="yellow"))
 
@@ -91,18 +118,29 @@ def render_markdown(r: TriageReport) -> str:
     def cell(x: str) -> str:
         return x.replace("|", "\\|").replace("\n", " ")
 
+    by_job = {v.job_id: v for v in r.verdicts}
+    if r.verdicts:
+        out[-2] = out[-2] + " the log says |"
+        out[-1] = out[-1] + "---|"
     for j in r.jobs:
         s = j.first_failed_step
-        out.append("| " + " | ".join(cell(c) for c in (
+        cells = [
             j.job_id, j.name, _codes(j), j.derived_exit_code or "",
             f"{s.id} {s.state} {s.exit_code or ''}".strip() if s else "-",
             f"`{j.category}`" if j.category else "-",
-            j.summary)) + " |")
+            j.summary]
+        if r.verdicts:
+            cells.append(_log_cell(by_job.get(j.job_id)))
+        out.append("| " + " | ".join(cell(c) for c in cells) + " |")
     for j in r.jobs:
         if j.status != "failed":
             continue
         out += ["", f"## Job {j.job_id} ({j.name}): `{j.category}`", ""]
         out += [f"- **{label}:** {cell(text)}" for label, text in detail_lines(j)]
+    for v in r.verdicts:
+        if v.contradictions:
+            out += ["", f"**Job {v.job_id}:** {cell(v.verdict)}", ""]
+            out += [f"- **Contradiction:** {cell(c)}" for c in v.contradictions]
     if r.not_found:
         out += ["", "Not in the accounting records: " + ", ".join(r.not_found)]
     return "\n".join(out) + "\n"

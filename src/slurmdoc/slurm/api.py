@@ -61,10 +61,7 @@ def diagnose_job(
     diagnosed and joined with its accounting record (sacct, or saved output). Returns a
     Diagnosis whose `job` field holds the joined verdict. Raises InputError when neither half
     can be had."""
-    from slurmdoc.api import diagnose
     from slurmdoc.models import Diagnosis
-    from slurmdoc.slurm.fuse import fuse
-    from slurmdoc.slurm.locate import JobContext, locate
 
     ids = check_job_ids([job_id])
     if len(ids) != 1:
@@ -81,6 +78,22 @@ def diagnose_job(
     except SlurmdocError as e:
         warnings.append(f"no accounting record: {e.one_line()}")
 
+    diag, jv, note = _join(jid, acct, logs, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew, exact=exact)
+    if diag is not None:
+        status = "failed" if jv.status == "failed" else diag.status
+        return diag.model_copy(update={"job": jv, "status": status, "warnings": diag.warnings + tuple(warnings)})
+    return Diagnosis(status="failed" if jv.status == "failed" else "no_failure", root_cause=None, symptoms=(),
+                     ranks_seen=0, verdict=jv.verdict, warnings=tuple(warnings + ([note] if note else [])), job=jv)
+
+
+def _join(jid: str, acct, logs: Optional[list[str]], *, rulebook=None, rule_dirs=None, skew: float = 1.0,
+          exact: bool = False):
+    """(Diagnosis | None, JobVerdict, note): locate the log unless given, diagnose it, fuse.
+    Raises InputError when neither the accounting record nor a log is there."""
+    from slurmdoc.api import diagnose
+    from slurmdoc.slurm.fuse import fuse
+    from slurmdoc.slurm.locate import JobContext, locate
+
     found_by: Optional[str] = None
     note: Optional[str] = None
     paths: list[str] = []
@@ -89,12 +102,15 @@ def diagnose_job(
     else:
         base = jid.split("+")[0]
         ctx = None
+        where = base
         if acct is not None:
+            # an array task is known by its own (raw) id; a het job by its leader's
+            where = acct.raw_id if acct.array_task_id is not None and acct.raw_id else acct.job_id
             ctx = JobContext(
-                job_id=acct.raw_id or base, array_job_id=acct.array_job_id, array_task_id=acct.array_task_id,
+                job_id=where, array_job_id=acct.array_job_id, array_task_id=acct.array_task_id,
                 user=acct.user, name=acct.name, work_dir=acct.work_dir)
-        loc = locate(acct.raw_id if acct is not None and acct.raw_id and "_" in jid else base,
-                     sacct_stdout=acct.stdout if acct else None, work_dir=acct.work_dir if acct else None, ctx=ctx)
+        loc = locate(where, sacct_stdout=acct.stdout if acct else None, work_dir=acct.work_dir if acct else None,
+                     ctx=ctx)
         paths, found_by, note = loc.paths, (loc.how or None), loc.note
 
     diag = None
@@ -109,10 +125,23 @@ def diagnose_job(
     if diag is None and acct is None:
         raise InputError(f"job {jid}: no accounting record and no log to diagnose ({note})",
                          "pass the log with --log, or saved sacct output with --sacct-file")
-    jv = fuse(jid, diag, acct, logs=tuple(paths) if diag is not None else (), log_found_by=found_by if diag else None,
-              log_note=None if diag is not None else note)
-    if diag is not None:
-        status = "failed" if jv.status == "failed" else diag.status
-        return diag.model_copy(update={"job": jv, "status": status, "warnings": diag.warnings + tuple(warnings)})
-    return Diagnosis(status="failed" if jv.status == "failed" else "no_failure", root_cause=None, symptoms=(),
-                     ranks_seen=0, verdict=jv.verdict, warnings=tuple(warnings + ([note] if note else [])), job=jv)
+    jv = fuse(acct.job_id if acct is not None else jid, diag, acct, logs=tuple(paths) if diag is not None else (),
+              log_found_by=found_by if diag else None, log_note=None if diag is not None else note)
+    return diag, jv, note
+
+
+def triage_with_logs(report: TriageReport, rule_dirs: Optional[list[str]] = None, skew: float = 1.0) -> TriageReport:
+    """Add to a triage report the joined verdict of every finished job whose log can be found
+    (`verdicts`, in the order of `jobs`); a job Slurm calls COMPLETED whose log shows a failure
+    then counts as failed."""
+    from slurmdoc.engine.loader import load_rulebook
+
+    book = load_rulebook(rule_dirs)
+    verdicts = []
+    for j in report.jobs:
+        if j.status in ("running", "pending"):
+            continue
+        _, jv, _ = _join(j.job_id, j, None, rulebook=book, skew=skew)
+        verdicts.append(jv)
+    status = "failed" if report.status == "failed" or any(v.status == "failed" for v in verdicts) else "ok"
+    return report.model_copy(update={"verdicts": tuple(verdicts), "status": status})

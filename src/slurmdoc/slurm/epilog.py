@@ -129,8 +129,12 @@ def _accounting(job_id: str, ec, rec: Mapping[str, str], clock: _Clock, opts: Ep
     if not state:
         return triage_job(rows) if rows else None
     base = jobs[0] if jobs else None
+    name = base.job if base else job_id
+    if rec.get("ArrayTaskId", "").isdigit() and rec.get("ArrayJobId"):
+        # an array task is 12_3, not its own id (sacct's row can still be a placeholder here)
+        name = f"{rec['ArrayJobId']}_{rec['ArrayTaskId']}"
     job_row = SacctRow(
-        job_id=base.job if base else job_id, job=base.job if base else job_id, step=None,
+        job_id=name, job=name, step=None,
         raw_id=job_id, name=rec.get("JobName") or (base.name if base else ""), state=state, exit_code=ec,
         user=(rec.get("UserId", "").split("(")[0] or None) if rec else (base.user if base else None),
         work_dir=rec.get("WorkDir") or (base.work_dir if base else None), nodelist=rec.get("NodeList", ""),
@@ -442,7 +446,8 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
         "schema_version": 1,
         "kind": "epilog",
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "job_id": job_id,
+        "job_id": verdict.job_id,  # 12_3 for an array task
+        "slurm_job_id": job_id,  # its own id, as SLURM_JOB_ID gives it
         "name": ctx.name or (acc.name if acc else None),
         "user": ctx.user or (acc.user if acc else None),
         "status": verdict.status,

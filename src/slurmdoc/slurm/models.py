@@ -71,6 +71,7 @@ class TriageReport(_Frozen):
     jobs: tuple[JobTriage, ...]
     not_found: tuple[str, ...] = ()  # requested ids sacct knows nothing about
     source: str = "sacct"  # sacct, or the --sacct-file path
+    verdicts: tuple["JobVerdict", ...] = ()  # --logs: each finished job's log joined with its record
 
 
 class JobVerdict(_Frozen):
@@ -91,3 +92,6 @@ class JobVerdict(_Frozen):
     log_found_by: Optional[str] = None  # scontrol, sacct, default (slurm-%j.out), given, environment
     log_note: Optional[str] = None  # why no log was diagnosed
     partial: bool = False  # the epilog's time budget cut the diagnosis short
+
+
+TriageReport.model_rebuild()
