@@ -128,3 +128,54 @@ def test_srun_lines_about_different_hosts_keep_their_hosts(write):
     text = "\n".join([f"{r}: step 1" for r in range(2)] + ["srun: error: nid04277: task 1: Segmentation fault (core dumped)", "srun: error: nid04276: task 0: Segmentation fault (core dumped)"])
     d = diagnose([write("s.log", text)])
     assert (d.root_cause.rank, d.root_cause.node) == (1, "nid04277")
+
+
+def test_launcher_summary_naming_a_symptom_says_why_and_who_failed_first():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    d = diagnose([str(root / "tests" / "forms" / "30_gloo_peer_closed_summary_disagrees.log")])
+    (v,) = d.launcher_verdicts
+    assert v.agrees is False and v.rank == 1 and v.first_failure == 0
+    assert "it only printed nccl_error" in v.note and "rank 0 failed first (python_exception" in v.note
+    d = diagnose([str(root / "fixtures" / "torchrun" / "hang")])
+    (v,) = d.launcher_verdicts
+    assert v.agrees is False and v.first_failure == 2 and "rank 2 stalled first" in v.note
+
+
+def test_sigterm_pids_count_for_the_ranks_the_summary_names(write):
+    text = "\n".join([
+        "[rank2]: Traceback (most recent call last):",
+        '[rank2]:   File "t.py", line 1, in <module>',
+        "[rank2]: ValueError: bad",
+        "W1121 10:00:00.1 140 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 5267 closing signal SIGTERM",
+        "E1121 10:00:00.2 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 5269) of binary: python",
+        "Traceback (most recent call last):",
+        '  File "/usr/bin/torchrun", line 8, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "[1]:",
+        "  time      : 2025-03-01_12:05:02",
+        "  host      : node-3",
+        "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : -15 (pid: 5267)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 15 (SIGTERM) received by PID 5267",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2025-03-01_12:05:02",
+        "  host      : node-3",
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : 1 (pid: 5269)",
+        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "============================================================",
+    ])
+    d = diagnose([write("job.log", text)])
+    assert d.root_cause.rank == 2 and d.root_cause.node == "node-3"
+    sig = [s for s in d.symptoms if s.category == "sigterm_cascade"]
+    assert sig and 0 in sig[0].ranks, d.symptoms

@@ -195,6 +195,7 @@ class LauncherVerdict(_Frozen):
     exitcode: Optional[int]
     agrees: Optional[bool]
     note: str
+    first_failure: Optional[int] = None  # when the summary names a symptom: the rank that really failed first
 
 
 class RankProgress(_Frozen):
