@@ -767,6 +767,10 @@ class Analyzer:
                     caps.setdefault(k, v)
                 rule = other.rule
                 break
+        # context that explains this kind of failure (NCCL on TCP sockets behind a timeout)
+        explained = [f for f in self.contexts if rule.category in f.rule.spec.explains][:3]
+        for f in explained:
+            evidence.append(f"{self._src(f)}: {f.message()[:200]}")
         frame = root.frame() if not stragglers else None  # the reporter's frame says nothing of the straggler
         if frame:
             caps.setdefault("frame", frame)
@@ -775,6 +779,9 @@ class Analyzer:
             stragglers=ranges(stragglers) if stragglers else None, reporters=ranges(reporters) if reporters else None,
             progress=stall.values.get("progress") if stall else None, last_line=stall.values.get("last_line") if stall else None,
         )
+        for f in explained:
+            extra = self._remediation(f.rule, dict(f.captures), rank=rank, ranks=ranks, node=node, source=self._src(f), message=f.message(), count=1)
+            rem = rem.model_copy(update={"fix": rem.fix + (extra.summary,) + extra.fix})
         processes = len(group)
         if not ranks and processes > 1 and processes == total:
             ranks = list(all_ranks)  # as many identical failures as the job has ranks: all of them

@@ -78,6 +78,7 @@ class RuleSpec(_Strict):
     defer_to_straggler: bool = False
     exit_evidence: bool = False
     attempt_start: bool = False
+    explains: list[str] = []  # root-cause categories this context finding is evidence for
 
     @field_validator("exclude", "refine_with", "keywords", "patterns", mode="before")
     @classmethod
@@ -87,7 +88,7 @@ class RuleSpec(_Strict):
     examples: Examples
     description: Optional[str] = None
 
-    @field_validator("category", "refine_with")
+    @field_validator("category", "refine_with", "explains")
     @classmethod
     def _known_category(cls, v):
         for c in [v] if isinstance(v, str) else v:
