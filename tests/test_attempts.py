@@ -41,7 +41,9 @@ def test_boundaries_take_the_last_agents_end_and_drop_empty_ones():
     # two agents (srun labels 0 and 1) end attempt 0 at lines 50 and 55; attempt 1 fails at 80
     marks = [Mark(0, 50, "end", (0, "11")), Mark(0, 55, "end", (1, "12")), Mark(0, 90, "end", (0, "11")), Mark(0, 92, "end", (1, "12"))]
     b = boundaries(marks, {0: [10, 52, 80]}, {})
-    assert b == {0: [56]}  # the second pair of ends is followed by nothing: not a new attempt
+    assert b == {0: [56]}  # after the last pair of ends, nothing starts a new attempt
+    # one agent ended its attempt; another node's failure after it is the same attempt
+    assert boundaries([Mark(0, 17, "end", (0, "11"))], {0: [14, 138]}, {}) == {}
     assert attempt_of(b, 0, 53) == 0 and attempt_of(b, 0, 80) == 1
     # a start-up banner with nothing failed before it separates nothing
     assert boundaries([Mark(0, 3, "start", (), 0)], {0: [10]}, {}) == {}

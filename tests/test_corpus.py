@@ -29,15 +29,11 @@ KNOWN_MISSES: dict[str, str] = {
     "asserts are seen as 4 processes alike but not reported as all ranks",
     "slurm/srun_eaddrinuse": "the srun --label index of a torchrun agent is read as global rank 1; "
     "the EADDRINUSE belongs to an agent, no worker rank exists",
-    "slurm/srun_torchrun_import": "the ModuleNotFoundError (line 14, no timestamp) loses to a later "
-    "rendezvous error (line 138)",
     "slurm/srun_torchrun_rdzv_timeout": "torchrun's RendezvousTimeoutError (the two agents never "
     "met) is classified python_exception, and the agents' srun labels are taken as ranks",
     "slurm/srun_torchrun_unresolvable": "the two agents' srun labels are taken as ranks (no worker "
     "ever started); the source is the outer RendezvousConnectionError, not its direct cause "
     "DistNetworkError",
-    "slurm/torchrun_abort": "rank 1's SIGABRT (torchrun 'failed (exitcode: -6) local_rank: 1', "
-    "printed after the echoes) loses to rank 2's earlier gloo 'Connection closed by peer'",
 }
 
 

@@ -9,7 +9,8 @@ an optional `restart` number); this module turns the marks into line boundaries,
 
 Attempt k of a multi-node torchrun ends when the last agent has reported it (the next
 attempt cannot start before every agent re-joined the rendezvous), so per input the k-th
-boundary is after the latest of the agents' k-th end lines. Boundaries that separate
+boundary is after the latest of the agents' k-th end lines, and only when some launcher
+ended a later attempt too (without a start mark, a launcher's last end is the job's end). Boundaries that separate
 nothing (no failure before them: start-up banners, a first `restart_count=0`) are dropped,
 and so is a last boundary followed by no failure and no sign of a new run (only the
 launcher's closing summary).
@@ -57,7 +58,10 @@ def boundaries(
                 ends.setdefault(m.agent, []).append(m.lineno)
         cands: set[int] = {m.lineno for m in mine if m.kind == "start"}
         depth = max((len(v) for v in ends.values()), default=0)
-        for k in range(depth):
+        # the k-th ends separate attempts only when a launcher ended another attempt after
+        # them (it restarted); after the last ones, a failure on another node (an agent that
+        # never ended an attempt, e.g. one that failed its rendezvous) is the same attempt
+        for k in range(depth - 1):
             cands.add(max(sorted(v)[k] for v in ends.values() if len(v) > k) + 1)
         fails = failures.get(src, [])
         kept: list[int] = []
