@@ -220,3 +220,11 @@ def test_triage_with_logs(tmp_path, monkeypatch):
     assert r.exit_code == 0
     r = runner.invoke(app, ["triage", JOBS["swallowed"], "--logs", "--sacct-file", str(tmp_path / "all.psv")])
     assert r.exit_code == 1 and "JOB VERDICT" in r.stdout
+
+
+def test_readme_example_is_what_triage_prints():
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    cmd = "$ slurmdoc triage --sacct-file tests/data/sacct/all.psv 3 4 5 6 8\n"
+    shown = readme.split(cmd, 1)[1].split("```", 1)[0]
+    r = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv"), "3", "4", "5", "6", "8"])
+    assert [x.rstrip() for x in r.stdout.splitlines()] == shown.splitlines()
