@@ -27,7 +27,7 @@ WRAPPER = "/etc/slurm/slurmdoc-epilog.sh"
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"}
 LINE = """
 rc=$?
-"$SLURMDOC_BIN" epilog --exit-code $rc --out-dir "$SD_LINE_DIR" --ledger "$SD_LINE_DIR/ledger.jsonl" --budget 20 \\
+"$SLURMDOC_BIN" epilog --exit-code $rc --out-dir "$SD_LINE_DIR" --ledger "$SD_LINE_DIR/ledger.jsonl" --budget 20 --comment admin \\
   >"$SD_LINE_DIR/out-$SLURM_JOB_ID.txt" 2>"$SD_LINE_DIR/err-$SLURM_JOB_ID.txt"
 echo "epilog line exit status $?" >"$SD_LINE_DIR/rc-$SLURM_JOB_ID.txt"
 exit $rc
@@ -291,3 +291,6 @@ def test_sbatch_line_epilog(live, name):
     _, _, cat, rank, contra, _ = CASES[name]
     assert (rep["category"], rep["rank"]) == (cat, rank), rep["verdict"]
     assert rep["log_found_by"] == "scontrol"
+    # --comment admin: the verdict is in the job's accounting record
+    p = _run("sacct", "-n", "-X", "-P", "-j", job_id, "-o", "AdminComment")
+    assert p.stdout.startswith(f"slurmdoc: {cat}"), p.stdout
