@@ -27,13 +27,8 @@ SLURM_CASES = case_dirs("slurm")
 KNOWN_MISSES: dict[str, str] = {
     "slurm/srun_assert_per_node": "srun --output per node (%n): the 4 identical unprefixed "
     "asserts are seen as 4 processes alike but not reported as all ranks",
-    "slurm/srun_eaddrinuse": "the srun --label index of a torchrun agent is read as global rank 1; "
-    "the EADDRINUSE belongs to an agent, no worker rank exists",
-    "slurm/srun_torchrun_rdzv_timeout": "torchrun's RendezvousTimeoutError (the two agents never "
-    "met) is classified python_exception, and the agents' srun labels are taken as ranks",
-    "slurm/srun_torchrun_unresolvable": "the two agents' srun labels are taken as ranks (no worker "
-    "ever started); the source is the outer RendezvousConnectionError, not its direct cause "
-    "DistNetworkError",
+    "slurm/srun_torchrun_unresolvable": "the source is the outer RendezvousConnectionError (line 123, "
+    "agent 1), not the direct cause DistNetworkError that truth names (line 151, agent 0)",
 }
 
 

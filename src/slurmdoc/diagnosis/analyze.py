@@ -20,6 +20,7 @@ from slurmdoc.diagnosis.ranks import describe, parse_tasks, ranges, to_int
 from slurmdoc.engine.loader import Rule
 from slurmdoc.engine.matcher import Match
 from slurmdoc.engine.template import evaluate, parse
+from slurmdoc.ingest.prefix import LAUNCHER_MARKS
 from slurmdoc.models import (
     Attempt,
     Diagnosis,
@@ -137,6 +138,8 @@ class Analyzer:
         self.seqs: dict[tuple, tuple[RankRef, int]] = {}  # rank -> collective it timed out in
         self.host_refs: list[tuple[RankRef, str, int]] = []  # (who, host, how sure) from srun lines, prefixes, summaries
         self.pid_ref: dict[tuple[int, str], RankRef] = {}  # (source, pid) -> the rank that process was
+        self._node_host: dict[tuple[int, int], str] = {}  # (source, srun label of an agent) -> host
+        self.agent_sources: set[int] = set()  # sources whose srun labels are torchrun agents (nodes)
         self.pid_findings: list[tuple[str, int, str]] = []  # (rule id, source, pid) of findings naming only a pid
         # the job's layout, worked out once the input has been read (_layout)
         self.nested_sources: set[int] = set()
@@ -189,6 +192,12 @@ class Analyzer:
                     if len(g.refs) < MAX_STREAMS_SEEN:
                         g.refs.setdefault(r.key(), r)
             return
+        who = event.first.who
+        if event.kind == "traceback" and who.label is not None and who.rank is None and who.local is None and len(self.agent_sources) < 10_000:
+            # the launcher's own traceback (torchrun's) under an srun label: that label is a
+            # node's agent, not a rank, even when no worker ever printed under it
+            if any(mark in line for line in event.lines[:60] for mark in LAUNCHER_MARKS):
+                self.agent_sources.add(event.first.source)
         f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
         if len(self._last) >= MAX_LAST:
             # bounded memory whatever the number of printers: a report is merged with the
@@ -294,6 +303,7 @@ class Analyzer:
                 r = self.resolve(ref) if got is not None else None
                 if got is not None and r is not None and (r not in best or got[0] > best[r][0]):
                     best[r] = got
+        self._node_host = {k: h for k, (_, h) in node_host.items()}
         return {r: h for r, (_, h) in best.items()}
 
     def _pids_to_ranks(self) -> None:
@@ -336,7 +346,7 @@ class Analyzer:
         # print `3: [rank3]:`, label and rank agreeing.)
         self.nested_sources = {
             r.source for r in refs if r.label is not None and (r.local is not None or (r.rank is not None and r.rank != r.label))
-        }
+        } | self.agent_sources
         # per-node files named after hosts (slurm-node017.out): number the nodes 0, 1, ...
         self.node_order = {n: i for i, n in enumerate(sorted({r.node_index for r in refs if r.node_index is not None}))}
         # ranks per node: stated by a launcher summary, else inferred from the local ranks
@@ -751,6 +761,8 @@ class Analyzer:
                 ranks = [rank]
                 evidence.append(f"rank {rank} from {self._src(by)}: {by.message()[:200]}")
         node = root.node or (rank_host.get(rank) if rank is not None else None)
+        if node is None and rank is None and root.event.first.who.label is not None:
+            node = self._node_host.get((root.event.first.source, root.event.first.who.label))  # an agent's node
         if stragglers and rank is not None:
             # the straggler's own host, not the host of the line that revealed it (a
             # reporter's prefix, the job's batch host in a CANCELLED line)
