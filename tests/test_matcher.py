@@ -97,6 +97,33 @@ def test_a_rule_that_keeps_timing_out_is_dropped(tmp_path):
     assert len(m.timeouts) == 2 and "not used for the rest of the input" in m.timeouts[1]
 
 
+def test_a_rule_slow_on_every_line_without_timing_out_is_dropped(tmp_path, monkeypatch):
+    # each search stays under the per-search timeout, but a keyword on every line would
+    # make the run take hours: a rule's total matching time is bounded too
+    import time
+
+    import slurmdoc.engine.matcher as matcher_mod
+
+    m = Matcher(book_of(tmp_path, mk("slowish", kw='"a"', pat="(a|aa)+$"), mk("fast", kw='"boom"')))
+    slow = m.book.by_id("slowish").patterns[0]
+    n = 12
+    while True:  # a line this pattern needs a few milliseconds to give up on
+        t = time.perf_counter()
+        slow.search("a" * n + "!")
+        if time.perf_counter() - t > 0.003 or n > 40:
+            break
+        n += 1
+    monkeypatch.setattr(matcher_mod, "RULE_TIME_BUDGET", 0.2)
+    t = time.perf_counter()
+    for _ in range(2000):
+        m.classify(line_event("a" * n + "!"))
+    took = time.perf_counter() - t
+    assert m.gave_up(m.book.by_id("slowish")) and not m.gave_up(m.book.by_id("fast"))
+    assert took < 2.0, took  # ~0.2 s of matching, then the rule is no longer tried
+    assert any("slowish: spent" in w and "not used for the rest of the input" in w for w in m.timeouts), m.timeouts
+    assert m.classify(line_event("boom 7")).rule.id == "fast"
+
+
 from hypothesis import given
 from hypothesis import strategies as st
 

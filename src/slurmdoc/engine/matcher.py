@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Optional
 
 from slurmdoc.diagnosis.ranks import to_int
@@ -11,6 +12,7 @@ from slurmdoc.engine.loader import MATCH_TIMEOUT, Rule, Rulebook
 from slurmdoc.models import Event
 
 MAX_TIMEOUTS = 3  # a rule that times out on this many events is not tried again in the run
+RULE_TIME_BUDGET = 20.0  # seconds one rule may spend matching in a run (a slow pattern that never times out)
 
 
 @dataclass(slots=True)
@@ -60,6 +62,8 @@ class Matcher:
         self.book = book
         self.timeouts: list[str] = []
         self._timed_out: dict[str, int] = {}
+        self._spent: dict[str, float] = {}
+        self._dropped: set[str] = set()
         # candidates in the order they are tried: higher priority first, then id
         self.ordered = sorted(book.rules, key=lambda r: (-r.spec.priority, r.id))
         cs = sorted({k for r in book.rules if not r.spec.ignore_case for k in r.keywords})
@@ -125,6 +129,7 @@ class Matcher:
         originating exception line first (offset -1), so a chain is classified by the
         exception it started with rather than by the wrapper raised last.
         """
+        t0 = perf_counter()
         try:
             for ex in rule.excludes:
                 if ex.search(text, timeout=MATCH_TIMEOUT):
@@ -140,11 +145,23 @@ class Matcher:
                     return m.start(), caps
         except TimeoutError:
             self._timeout(rule)
+        finally:
+            spent = self._spent[rule.id] = self._spent.get(rule.id, 0.0) + perf_counter() - t0
+            if spent > RULE_TIME_BUDGET:
+                self._drop(rule, f"spent {spent:.0f}s matching (a slow pattern)")
         return None
 
     def gave_up(self, rule: Rule) -> bool:
-        """True once the rule timed out often enough to be dropped for this run."""
-        return self._timed_out.get(rule.id, 0) >= MAX_TIMEOUTS
+        """True once the rule was dropped for this run (too many timeouts, or too slow)."""
+        return rule.id in self._dropped
+
+    def _drop(self, rule: Rule, why: str) -> None:
+        if rule.id in self._dropped:
+            return
+        self._dropped.add(rule.id)
+        self._line_rules = [r for r in self._line_rules if r is not rule]
+        self._tb_rules = [r for r in self._tb_rules if r is not rule]
+        self.timeouts.append(f"rule {rule.id}: {why}, not used for the rest of the input (`slurmdoc rules lint` shows risky patterns)")
 
     def _timeout(self, rule: Rule) -> None:
         """One warning per rule; after MAX_TIMEOUTS the rule is dropped, so a pattern with
@@ -153,6 +170,4 @@ class Matcher:
         if n == 1:
             self.timeouts.append(f"rule {rule.id} ({rule.file}): a pattern ran past {MATCH_TIMEOUT}s on one event and was skipped")
         if n == MAX_TIMEOUTS:
-            self._line_rules = [r for r in self._line_rules if r is not rule]
-            self._tb_rules = [r for r in self._tb_rules if r is not rule]
-            self.timeouts.append(f"rule {rule.id}: timed out on {n} events, not used for the rest of the input (`slurmdoc rules lint` shows risky patterns)")
+            self._drop(rule, f"timed out on {n} events")
