@@ -191,3 +191,19 @@ def test_sizes():
 ])
 def test_split_job_id(jid, expect):
     assert split_job_id(jid) == expect
+
+
+def test_newer_json_shapes_hand_written():
+    """Slurm 23.x/24.x number and state shapes (a hand-written file: see its _comment)."""
+    rows = {r.job_id: r for r in read_sacct_file(str(DATA / "handwritten-v0.0.40-shape.json"))}
+    assert rows["3"].state == "FAILED" and rows["3"].exit_code == ExitCode(9, 0)
+    assert rows["3"].derived == ExitCode(0, 9) and rows["3"].timelimit_s == 3600
+    assert rows["3"].stdout == "/tmp/sd-fixtures-pVrm/slurm-%j.out"
+    assert rows["3"].req_mem_bytes == 400 << 20
+    step = rows["3.0"]  # "3.0" spelled whole in the step id
+    assert (step.step, step.state, step.exit_code) == ("0", "CANCELLED", ExitCode(0, 9))
+    assert step.max_rss_bytes == 397000000 and step.max_rss_node == "n2" and step.max_rss_task == 1
+    assert rows["3.batch"].start is not None
+    task = rows["10_2"]
+    assert task.raw_id == "15" and task.timelimit_s is None and task.exit_code == ExitCode(3, 0)
+    assert rows["10_2.0"].exit_code == ExitCode(3, 0)
