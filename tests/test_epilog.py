@@ -262,3 +262,11 @@ def test_exit_code_argument(text, expect):
 def test_raw_wait_status(raw, expect):
     ec = ep._raw_wait_status(raw)
     assert (str(ec) if ec else None) == expect
+
+
+def test_healthy_job_without_a_log(tmp_path):
+    p, _ = run(["--job-id", JOB, "--exit-code", "0", "--log", str(tmp_path / "gone-%j.out"), "--no-sacct",
+                "--ledger", str(tmp_path / "ledger.jsonl")])
+    assert p.returncode == 0 and one_line(p.stderr) and "does not exist" in p.stderr
+    assert sorted(os.listdir(tmp_path)) == ["ledger.jsonl"]
+    assert json.loads((tmp_path / "ledger.jsonl").read_text())["status"] == "no_failure"

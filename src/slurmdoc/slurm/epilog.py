@@ -402,11 +402,12 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
     res.summary = verdict.verdict
     if diag is None or diag.job is None:  # pragma: no cover - set above
         return
-    if note and diag.lines_read == 0:
-        problems.append(note)
+    if note and diag.lines_read == 0 and (verdict.status == "failed" or loc.expected):
+        problems.append(note)  # (a healthy job with --output=/dev/null is not a problem)
 
     # where to write: --out-dir, else the log's directory
-    healthy = verdict.status == "no_failure" and not verdict.contradictions and diag.lines_read > 0 and not partial
+    # a healthy job gets no report files, with or without a log (its ledger line still says so)
+    healthy = verdict.status == "no_failure" and not verdict.contradictions and not partial
     out_dir = opts.out_dir
     if out_dir is None:
         if logs:
