@@ -25,8 +25,6 @@ SLURM_CASES = case_dirs("slurm")
 
 # case (relative to fixtures/) -> what slurmdoc gets wrong today
 KNOWN_MISSES: dict[str, str] = {
-    "slurm/srun_assert_per_node": "srun --output per node (%n): the 4 identical unprefixed "
-    "asserts are seen as 4 processes alike but not reported as all ranks",
     "slurm/srun_torchrun_unresolvable": "the source is the outer RendezvousConnectionError (line 123, "
     "agent 1), not the direct cause DistNetworkError that truth names (line 151, agent 0)",
 }

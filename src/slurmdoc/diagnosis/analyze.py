@@ -795,8 +795,16 @@ class Analyzer:
             extra = self._remediation(f.rule, dict(f.captures), rank=rank, ranks=ranks, node=node, source=self._src(f), message=f.message(), count=1)
             rem = rem.model_copy(update={"fix": rem.fix + (extra.summary,) + extra.fix})
         processes = len(group)
+        every = False
         if not ranks and processes > 1 and processes == total:
             ranks = list(all_ranks)  # as many identical failures as the job has ranks: all of them
+            every = True
+        elif not ranks and processes > 1 and total == 0:
+            # no prefixes at all (per-node files), but the scheduler names the tasks that
+            # failed: as many identical errors as failed tasks means every one of them
+            failed = sorted({r for f in self.exits if self._nonzero(f) for r in self._ranks(f.refs)})
+            if len(failed) == processes:
+                ranks, every = failed, True
         ev = root.event
         tb = tuple(ev.lines)
         model = RootCause(
@@ -811,7 +819,7 @@ class Analyzer:
             remediation=rem.as_text(),
             title=rule.spec.title,
             ranks=tuple(ranks),
-            all_ranks=total > 1 and len(ranks) == total,
+            all_ranks=(total > 1 and len(ranks) == total) or (every and len(ranks) > 1),
             remediation_parts=rem,
             captures={k: v for k, v in sorted(caps.items())},
             evidence=tuple(evidence),
