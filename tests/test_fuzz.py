@@ -8,6 +8,7 @@ by hand for longer, with coverage guidance (see the target's docstring).
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,10 @@ _spec = importlib.util.spec_from_file_location("fuzz_diagnose", Path(__file__).r
 fuzz = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fuzz)  # type: ignore[union-attr]
 
-EXECUTIONS = 600  # about 6 s of CPU; `python fuzz/fuzz_diagnose.py` runs longer
+# about 6 s of CPU in CI; longer by hand: SLURMDOC_FUZZ_EXECUTIONS=20000 pytest tests/test_fuzz.py
+# (the same fixed seed unless SLURMDOC_FUZZ_RANDOM=1), or atheris: python fuzz/fuzz_diagnose.py
+EXECUTIONS = int(os.environ.get("SLURMDOC_FUZZ_EXECUTIONS", "600"))
+DERANDOMIZE = not os.environ.get("SLURMDOC_FUZZ_RANDOM")
 SEEDS = [s[1:] for s in fuzz.seed_corpus(2048)]
 TOKENS = [
     b"\x00",
@@ -81,7 +85,7 @@ inputs = st.tuples(
 TARGET = fuzz.Target()
 
 
-@settings(max_examples=EXECUTIONS, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXECUTIONS, derandomize=DERANDOMIZE, database=None, deadline=None, suppress_health_check=list(HealthCheck))
 @given(inputs)
 def test_fuzz_target_fixed_budget(data):
     TARGET.one_input(data)
