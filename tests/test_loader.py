@@ -111,6 +111,16 @@ def test_yaml_that_breaks_the_yaml_library_is_a_rule_error(tmp_path, text):
     assert "r.yaml" in e.value.one_line() and e.value.exit_code == 3
 
 
+def test_pattern_python_re_accepts_but_regex_rejects_is_a_load_error(tmp_path):
+    # found by fuzzing: `{divisor}` is text to `re` but a fuzzy-match constraint to `regex`,
+    # so checking with `re` alone let the rule load and then crash at match time
+    text = GOOD.replace(', "Check {missing_group_free_line}"', "").replace("No space left on device: (?P<path>.+)'", "No space left on device {divisor}: (?P<path>.+)'")
+    d = pack(tmp_path, "r.yaml", text)
+    with pytest.raises(RuleError) as e:
+        load_pack(d, "user")
+    assert "field 'patterns[0]'" in e.value.one_line() and "invalid regex" in e.value.one_line()
+
+
 def test_user_rule_overrides_bundled_rule_with_the_same_id(tmp_path):
     d = pack(tmp_path, "cuda-oom.yaml", GOOD.replace(', "Check {missing_group_free_line}"', "").replace("Disk full", "Overridden"))
     book = load_rulebook([str(d)])

@@ -135,9 +135,14 @@ def _compile(pattern: str, flags: int, check: bool = True):
     if not check:
         return LazyPattern(pattern, flags, check=False)
     try:
-        return LazyPattern(pattern, flags)
+        lazy = LazyPattern(pattern, flags)
     except (re.error, ValueError, OverflowError, RecursionError):
         return regex.compile(pattern, flags)  # regex-only syntax, or a real error to report
+    if "{" in pattern:
+        # `regex` reads `{d...}`, `{e...}`, `{i...}`, `{s...}` as fuzzy-match constraints where
+        # `re` sees plain text (found by fuzzing): only `regex` can say it will compile
+        return regex.compile(pattern, flags)
+    return lazy
 
 
 # libyaml's safe loader when PyYAML was built with it (about 10x faster than the pure-Python
