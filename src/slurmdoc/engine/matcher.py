@@ -69,12 +69,15 @@ class Matcher:
         cs = sorted({k for r in book.rules if not r.spec.ignore_case for k in r.keywords})
         ci = sorted({k for r in book.rules if r.spec.ignore_case for k in r.keywords})
         self.keywords = (cs, ci)  # every trigger literal: (case-sensitive, ignore-case)
-        parts = ([trie_regex(cs)] if cs else []) + ([f"(?i:{trie_regex(ci)})"] if ci else [])
-        self._prefilter = re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
+        self._prefilter: Optional[re.Pattern[str]] = None  # built on first use (start-up)
         self._line_rules = [r for r in self.ordered if r.spec.scope in ("line", "any")]
         self._tb_rules = [r for r in self.ordered if r.spec.scope in ("traceback", "any")]
 
     def interesting(self, text: str) -> bool:
+        if self._prefilter is None:
+            cs, ci = self.keywords
+            parts = ([trie_regex(cs)] if cs else []) + ([f"(?i:{trie_regex(ci)})"] if ci else [])
+            self._prefilter = re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
         return self._prefilter.search(text) is not None
 
     def classify(self, event: Event) -> Optional[Match]:

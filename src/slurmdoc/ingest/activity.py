@@ -84,7 +84,7 @@ def load_markers(text: Optional[str] = None) -> list[Marker]:
     """Parse and validate a markers file (the bundled one when `text` is None)."""
     if text is None:
         text = resources.files("slurmdoc.ingest").joinpath("progress.yaml").read_text(encoding="utf-8")
-    data = MarkerFile.model_validate(yaml.safe_load(text))
+    data = MarkerFile.model_validate(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # safe: plain types only
     ids = [m.id for m in data.markers]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
