@@ -51,6 +51,7 @@ TOKENS = [
     b"!!python/object/apply:os.system ['true']\n",
     b"keywords: [\"\"]\n",
     b"patterns: ['(']\n",
+    b" {divisor} ",  # text to Python's re, a fuzzy-match constraint to regex (a crash atheris found)
 ]
 
 edit = st.tuples(st.integers(0, 4), st.integers(0, 1 << 16), st.integers(0, 64), st.sampled_from(TOKENS), st.binary(max_size=16))
