@@ -153,6 +153,12 @@ def test_show_renders_template_and_the_filled_remediation():
     assert "examples: 5 match" in text
 
 
+def test_show_labels_computed_placeholders():
+    text = show_rule(load_rulebook(), "shape-divisibility")
+    assert "{divisors(world_size)} (computed)" in text and "{world_size} (capture)" in text
+    assert "(?)" not in text
+
+
 def test_show_unknown_id_suggests_close_ids():
     with pytest.raises(InputError) as e:
         show_rule(load_rulebook(), "cuda-om")

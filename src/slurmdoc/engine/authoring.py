@@ -194,6 +194,8 @@ def show_rule(book: Rulebook, rule_id: str) -> str:
     names = sorted({n for t in _remediation_texts(rule) for n in _names(t[1])})
     if names:
         def origin(n: str) -> str:
+            if "(" in n:
+                return "computed"  # a helper call over captures (engine/template.py)
             return "capture" if n in rule.groups else "built-in" if n in BUILTIN_PLACEHOLDERS else "?"
 
         out.append("  placeholders  " + ", ".join(f"{{{n}}} ({origin(n)})" for n in names))
