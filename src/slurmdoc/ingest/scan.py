@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
-from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, SNIFF, Gunzipped, Input, _Prefixed, _utf16_lines, damage, looks_binary
+from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, SNIFF, Gunzipped, Input, _Prefixed, _utf16_lines, damage, looks_binary, read_failure
 
 try:  # the accelerator: wheels exist for x86-64 Linux/Windows and macOS
     import hyperscan as _hs
@@ -176,6 +176,14 @@ class Scan:
         if self.long_lines <= MAX_LINE_WARNINGS:
             self.warnings.append(f"{self.inp.info.path}:{lineno}: line longer than {MAX_LINE} bytes; kept its first {MAX_LINE} bytes, skipped {skipped}")
 
+    def _lines(self, pieces: list[bytes], before: int) -> Iterator[tuple[int, str, bool]]:
+        """Lines kept aside while skipping (no hit on any), numbered on from line `before`."""
+        for i, piece in enumerate(pieces, before + 1):
+            if piece.endswith(b"\r"):
+                piece = piece[:-1]
+            self.parsed += 1
+            yield i, piece[:MAX_LINE].decode("utf-8", "replace"), False
+
     @staticmethod
     def _text(data: bytearray, s: int, e: int) -> str:
         if e > s and data[e - 1] == 13:  # CRLF
@@ -206,16 +214,12 @@ class Scan:
         try:
             return f.readinto(view) or 0
         except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
-            what = "truncated gzip" if isinstance(e, EOFError) else f"read error ({e})"
-            if self.lines == 0:
-                self.warnings.append(f"{self.inp.info.path}: skipped, {what}")
-            else:
-                self.warnings.append(f"{self.inp.info.path}: {what} after line {self.lines}; diagnosed the lines before it")
+            self.warnings.append(read_failure(self.inp.info.path, e, self.lines))
             raise _Stop from None
 
     def _scan(self, f) -> Iterator[tuple[int, str, bool]]:
         b = self.budget
-        size = None if isinstance(f, (gzip.GzipFile, Gunzipped)) else self.inp.size
+        size = None if isinstance(f, Gunzipped) else self.inp.size
         tail_start = max(size - self.tail, 0) if size is not None else None
         data = self.buffer if self.buffer is not None and len(self.buffer) == BLOCK else bytearray(BLOCK)
         view = memoryview(data)
@@ -340,19 +344,11 @@ class Scan:
                             if not eof and b.before:
                                 # keep the block's last lines: a hit at the very start of the
                                 # next block wants them as its lines before
-                                t = end
-                                for _ in range(b.before):
-                                    if t <= pos:
-                                        break
-                                    t = data.rfind(b"\n", pos, t - 1) + 1 or pos
+                                t, _ = _back(data, pos, end, b.before)
                                 stash = (lineno, bytes(data[t:end]))
                             break
                         # a window: a few lines before the hit's line, then on from there
-                        s = data.rfind(b"\n", pos, hit) + 1 or pos
-                        backed = 0
-                        while backed < b.before and s > pos:
-                            s = data.rfind(b"\n", pos, s - 1) + 1 or pos
-                            backed += 1
+                        s, backed = _back(data, pos, data.rfind(b"\n", pos, hit) + 1 or pos, b.before)
                         if s > pos:
                             lineno += data.count(b"\n", pos, s)
                             self.skipped()
@@ -360,11 +356,7 @@ class Scan:
                             # the lines before the hit ended the previous block
                             last_no, blob = stash
                             kept = blob.split(b"\n")[:-1][-(b.before - backed):]
-                            for i, piece in enumerate(kept):
-                                if piece.endswith(b"\r"):
-                                    piece = piece[:-1]
-                                self.parsed += 1
-                                yield last_no - len(kept) + 1 + i, piece[:MAX_LINE].decode("utf-8", "replace"), False
+                            yield from self._lines(kept, last_no - len(kept))
                         stash = None
                         ring.clear()
                         ring_bytes = 0
@@ -418,14 +410,18 @@ class Scan:
                 if pieces and pieces[-1] == b"":
                     pieces.pop()
                 self.skipped()
-                for piece in pieces:
-                    ln += 1
-                    if piece.endswith(b"\r"):
-                        piece = piece[:-1]
-                    self.parsed += 1
-                    yield ln, piece[:MAX_LINE].decode("utf-8", "replace"), False
+                yield from self._lines(pieces, ln)
         except _Stop:
             self.lines = lineno
+
+
+def _back(data: bytearray, floor: int, s: int, n: int) -> tuple[int, int]:
+    """Move line start `s` back by up to `n` lines, not below `floor`: (new start, lines)."""
+    backed = 0
+    while backed < n and s > floor:
+        s = data.rfind(b"\n", floor, s - 1) + 1 or floor
+        backed += 1
+    return s, backed
 
 
 class _Stop(Exception):

@@ -193,8 +193,11 @@ class Gunzipped(io.BufferedReader):
 def damage(f: BinaryIO, name: str, lines: int) -> Optional[str]:
     """The warning for a gzip input that ended in damage, once it has been read to its end."""
     e = f.raw.error if isinstance(f, Gunzipped) else None  # type: ignore[attr-defined]
-    if e is None:
-        return None
+    return None if e is None else read_failure(name, e, lines)
+
+
+def read_failure(name: str, e: BaseException, lines: int) -> str:
+    """The warning for an input whose reading failed after `lines` lines."""
     what = "truncated gzip" if isinstance(e, EOFError) else f"read error ({e})"
     return f"{name}: skipped, {what}" if lines == 0 else f"{name}: {what} after line {lines}; diagnosed the lines before it"
 
@@ -321,11 +324,7 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
             try:
                 chunk = f.readline(MAX_LINE)
             except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
-                what = "truncated gzip" if isinstance(e, EOFError) else f"read error ({e})"
-                if lineno == 0:
-                    warnings.append(f"{name}: skipped, {what}")
-                else:
-                    warnings.append(f"{name}: {what} after line {lineno}; diagnosed the lines before it")
+                warnings.append(read_failure(name, e, lineno))
                 return
             if not chunk:
                 return
