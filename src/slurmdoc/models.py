@@ -82,6 +82,12 @@ class Event:
     seq: int = 0
     truncated: int = 0  # lines dropped to keep the event bounded
     origin_idx: int = -1  # the originating exception line (-1: the first exception line)
+    # How much of a traceback the log holds (kind "traceback"): "whole" (header, frames and
+    # exception line); "headerless" (frames and exception line, no `Traceback (most recent
+    # call last):` above them: a paste that starts mid-traceback); "cut" (no exception line:
+    # the log ends, or a gap such as `[... trimmed ...]` follows the frames); "alone" (an
+    # exception line with no frames above it).
+    form: Literal["whole", "headerless", "cut", "alone"] = "whole"
 
     def origin(self) -> int:
         """Index of the exception the failure started with: the first of a chain
@@ -93,6 +99,11 @@ class Event:
 
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    def partial(self) -> bool:
+        """Only part of a traceback (cut before its exception, or an exception line alone):
+        the `exception` level of the evidence ladder, below an assembled `traceback`."""
+        return self.kind == "traceback" and self.form in ("cut", "alone")
 
 
 @dataclass(slots=True)
