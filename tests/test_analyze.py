@@ -1,9 +1,10 @@
-"""Causal ordering and rank layout (diagnosis.analyze), through small crafted logs."""
+"""Causal ordering and rank layout (diagnosis.analyze and its stages), through small crafted logs."""
 
 from __future__ import annotations
 
 from slurmdoc.api import diagnose
 from slurmdoc.diagnosis.analyze import Analyzer
+from slurmdoc.diagnosis.layout import Layout
 from slurmdoc.models import RankRef, SourceInfo
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB."
@@ -45,11 +46,11 @@ def test_layout_resolution():
         for local in range(4):
             an.note_stream((0, node, local), RankRef(0, label=node, local=local))
     an.note_stream((1, 7), RankRef(1, label=7))  # source 1: plain srun-native labels
-    an._layout()
-    assert an.resolve(RankRef(0, label=1, local=2)) == 6
-    assert an.resolve(RankRef(0, label=1)) is None  # a node-level line: no rank
-    assert an.resolve(RankRef(1, label=7)) == 7
-    assert an.resolve(RankRef(0, rank=11, label=0)) == 11
+    lay = Layout(an)
+    assert lay.resolve(RankRef(0, label=1, local=2)) == 6
+    assert lay.resolve(RankRef(0, label=1)) is None  # a node-level line: no rank
+    assert lay.resolve(RankRef(1, label=7)) == 7
+    assert lay.resolve(RankRef(0, rank=11, label=0)) == 11
 
 
 def test_srun_lines_fold_into_one_symptom_with_every_rank(write):

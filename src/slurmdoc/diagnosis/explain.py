@@ -1,0 +1,260 @@
+"""Stage 6 of the diagnosis: explanation. The chosen root becomes the RootCause model
+(its ranks, node, the evidence lines behind it, refinements by other findings, the
+remediation filled from the rule's templates); the other findings become symptoms; one
+verdict line says it all.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from functools import lru_cache
+from typing import Optional
+
+from slurmdoc.diagnosis.findings import Collector, Finding, Group, nonzero
+from slurmdoc.diagnosis.hang import Stall
+from slurmdoc.diagnosis.layout import Layout
+from slurmdoc.diagnosis.order import named_elsewhere
+from slurmdoc.diagnosis.ranks import describe, ranges
+from slurmdoc.engine.loader import Rule
+from slurmdoc.engine.template import evaluate, parse
+from slurmdoc.models import Remediation, RootCause, Symptom
+
+MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
+OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
+
+
+@lru_cache(maxsize=4096)
+def _template(field_: str):
+    return parse(field_)
+
+
+def fill_field(field_: str, values: dict) -> Optional[str]:
+    """A placeholder's text: a value, or a helper computed from values (engine.template)."""
+    if field_ in values:
+        return str(values[field_])
+    try:
+        return evaluate(_template(field_), values)
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+
+
+def group_key(f: Finding) -> tuple:
+    return (f.rule.id, MASK.sub("#", f.message()))
+
+
+def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: int, all_ranks: list[int], rank_host: dict[int, str], stragglers: list[int], ended_by: Optional[Finding] = None, stall: Optional[Stall] = None):
+    key = group_key(root)
+    group = [f for f in c.causes if group_key(f) == key] if not promoted else [root]
+    ranks = lay.ranks(r for f in group for r in f.refs)
+    own = lay.ranks(root.refs)
+    rank = own[0] if own else None
+    evidence: list[str] = []
+    reporters: list[int] = []
+    if stragglers:
+        if stall is not None and stall.kind != "known":
+            reporters = stall.others
+            evidence.extend(stall.evidence)
+        else:
+            reporters = lay.ranks(c.symptoms[root.rule.id].refs.values()) if root.rule.id in c.symptoms else []
+            evidence.append(
+                f"{describe(reporters)} reported it (first at {c.src(root)}); {describe(stragglers)} never did"
+            )
+            if stall is not None:
+                evidence.extend(stall.evidence)
+        ranks = stragglers
+        rank = stragglers[0]
+        if ended_by is not None:
+            evidence.append(f"then {c.src(ended_by)}: {ended_by.message()[:200]}")
+    if promoted and not stragglers and root.rule.spec.missing_rank_is_root and own:
+        # the reporters of a timeout are not its cause; no rank stalled visibly
+        evidence.append(f"reported by {describe(own)}; the rank they waited for is not named in the log")
+        rank, ranks = None, []
+    elif rank is None and not stragglers and len(group) == 1:
+        # the error text names no rank (printed before torch set up its prefix, or by
+        # native code): take it from the exit evidence when that names exactly one
+        named = named_elsewhere(c, lay, root)
+        if named is not None:
+            rank, by = named
+            ranks = [rank]
+            evidence.append(f"rank {rank} from {c.src(by)}: {by.message()[:200]}")
+    node = root.node or (rank_host.get(rank) if rank is not None else None)
+    if node is None and rank is None and root.event.first.who.label is not None:
+        node = lay.node_host.get((root.event.first.source, root.event.first.who.label))  # an agent's node
+    if stragglers and rank is not None:
+        # the straggler's own host, not the host of the line that revealed it (a
+        # reporter's prefix, the job's batch host in a CANCELLED line)
+        hosts = set(rank_host.values())
+        node = rank_host.get(rank) or (root.node if len(hosts) <= 1 and (not hosts or root.node in hosts or root.rule.spec.attribution == "text") else None)
+    rule = root.rule
+    caps = dict(root.captures)
+    # refine: a bare SIGKILL next to OOM-killer evidence is a host OOM, and so on
+    for cat in rule.spec.refine_with:
+        other = c.categories.get(cat)
+        if other is not None and other is not root:
+            evidence.append(f"{c.src(other)}: {other.message()}")
+            for k, v in other.captures.items():
+                caps.setdefault(k, v)
+            rule = other.rule
+            break
+    # context that explains this kind of failure (NCCL on TCP sockets behind a timeout)
+    explained = [f for f in c.contexts if rule.category in f.rule.spec.explains][:3]
+    for f in explained:
+        evidence.append(f"{c.src(f)}: {f.message()[:200]}")
+    frame = root.frame() if not stragglers else None  # the reporter's frame says nothing of the straggler
+    if frame:
+        caps.setdefault("frame", frame)
+    rem = remediation(
+        lay.total, rule, caps, rank=rank, ranks=ranks, node=node, source=c.src(root), message=root.message(), count=len(group),
+        stragglers=ranges(stragglers) if stragglers else None, reporters=ranges(reporters) if reporters else None,
+        progress=stall.values.get("progress") if stall else None, last_line=stall.values.get("last_line") if stall else None,
+    )
+    for f in explained:
+        extra = remediation(lay.total, f.rule, dict(f.captures), rank=rank, ranks=ranks, node=node, source=c.src(f), message=f.message(), count=1)
+        rem = rem.model_copy(update={"fix": rem.fix + (extra.summary,) + extra.fix})
+    processes = len(group)
+    every = False
+    if not ranks and processes > 1 and processes == total:
+        ranks = list(all_ranks)  # as many identical failures as the job has ranks: all of them
+        every = True
+    elif not ranks and processes > 1 and total == 0:
+        # no prefixes at all (per-node files), but the scheduler names the tasks that
+        # failed: as many identical errors as failed tasks means every one of them
+        failed = sorted({r for f in c.exits if nonzero(f) for r in lay.ranks(f.refs)})
+        if len(failed) == processes:
+            ranks, every = failed, True
+    ev = root.event
+    tb = tuple(ev.lines)
+    model = RootCause(
+        category=rule.category,
+        rule_id=rule.id,
+        rank=rank,
+        node=node,
+        source=c.src(root),
+        message=root.message(),
+        traceback=tb,
+        timestamp=root.ts.isoformat() if root.ts else None,
+        remediation=rem.as_text(),
+        title=rule.spec.title,
+        ranks=tuple(ranks),
+        all_ranks=(total > 1 and len(ranks) == total) or (every and len(ranks) > 1),
+        remediation_parts=rem,
+        captures={k: v for k, v in sorted(caps.items())},
+        evidence=tuple(evidence),
+        promoted=promoted,
+        frame=frame,
+        processes=processes,
+        stragglers=tuple(stragglers),
+        job_level=rank is None and not ranks and rule.spec.attribution == "text",
+        traceback_lines_dropped=ev.truncated,
+    )
+    return model, key
+
+
+def remediation(total: int, rule: Rule, caps: dict[str, str], **builtins) -> Remediation:
+    values = {k: v for k, v in builtins.items() if v is not None and v != []}
+    values["ranks"] = describe(values["ranks"], total) if "ranks" in values else "a process (rank unknown)"
+    values.update({k: v for k, v in caps.items() if v is not None})
+
+    def fill(text: str, drop_if_missing: bool) -> Optional[str]:
+        out = []
+        for lit, name, spec, conv in string.Formatter().parse(text):
+            out.append(lit)
+            if name is None:
+                continue
+            got = fill_field(name, values)
+            if got is not None:
+                out.append(got)
+            elif drop_if_missing:
+                return None
+            else:
+                out.append("?")
+        return "".join(out).strip()
+
+    def fill_text(text: str) -> str:
+        # [[ ... ]] is left out when a placeholder inside it has no value
+        text = OPTIONAL.sub(lambda m: fill(m.group(1), True) is not None and m.group(1) or "", text)
+        done = fill(text, False) or ""
+        return done[:1].upper() + done[1:]
+
+    spec = rule.spec.remediation
+    def fill_fix(text: str) -> Optional[str]:
+        # [[ ... ]] is left out when a value inside is missing; any other missing value
+        # drops the whole line
+        text = OPTIONAL.sub(lambda m: fill(m.group(1), True) is not None and m.group(1) or "", text)
+        return fill(text, True)
+
+    fixes = [t for t in (fill_fix(x) for x in spec.fix) if t]
+    summary = spec.straggler if (spec.straggler and "stragglers" in values) else spec.summary
+    return Remediation(summary=fill_text(summary), why=fill_text(spec.why) if spec.why else None, fix=tuple(fixes))
+
+
+def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, root_ranks: set[int]) -> list[Symptom]:
+    out: list[Symptom] = []
+    # other causes that are not the root: they happened, but after it
+    by_rule: dict[str, Group] = {}
+    for f in c.causes:
+        if f is root or (root_key is not None and group_key(f) == root_key):
+            continue
+        g = by_rule.get(f.rule.id)
+        if g is None:
+            g = by_rule[f.rule.id] = Group(f)
+        g.count += 1
+        for r in f.refs:
+            g.refs.setdefault(r.key(), r)
+        if f.node:
+            g.nodes.add(f.node)
+    groups = list(by_rule.items()) + [
+        (rid, g) for rid, g in c.symptoms.items() if not (root is not None and g.first is root and g.count == 1)
+    ]
+    for rid, g in groups:
+        ranks = lay.ranks(g.refs.values())
+        f = g.first
+        if f.rule.spec.exit_evidence and ranks and set(ranks) <= root_ranks:
+            continue  # the root rank's own exit status, reported by its launcher
+        out.append(
+            Symptom(
+                category=f.rule.category,
+                rule_id=rid,
+                ranks=tuple(ranks),
+                count=g.count,
+                first_source=c.src(f),
+                title=f.rule.spec.title,
+                role=f.rule.role,
+                rank_ranges=ranges(ranks),
+                nodes=tuple(sorted(g.nodes)[:64]),
+                message=f.message()[:300],
+            )
+        )
+    out.sort(key=lambda s: (0 if s.role == "cause" else 1, -len(s.ranks), -s.count, s.rule_id))
+    return out
+
+
+
+def verdict_line(root: Optional[RootCause], symptoms: list[Symptom], total: int) -> str:
+    if root is None:
+        return f"No failure found ({total} ranks seen)."
+    if root.stragglers:
+        who = f"{describe(root.stragglers)} (straggler)"
+    elif len(root.ranks) > 1:
+        who = describe(root.ranks, total)
+    elif root.rank is not None:
+        who = f"rank {root.rank}"
+    elif root.processes > 1:
+        who = f"{root.processes} processes alike (ranks not shown in the log)"
+    elif root.job_level:
+        who = "the whole job"
+    else:
+        who = "an unknown rank"
+    where = (f" ({root.node})" if root.job_level else f" on {root.node}") if root.node else ""
+    head = f"{root.category} on {who}{where} at {root.source}"
+    if root.promoted:
+        head = f"No root-cause error found; earliest failure evidence: {head}"
+    sym = [s for s in symptoms if s.role != "context"]
+    if sym:
+        own = set(root.ranks) | ({root.rank} if root.rank is not None else set())
+        affected = {r for s in sym for r in s.ranks} - own
+        parts = ", ".join(f"{s.category} x{s.count}" for s in sym[:4])
+        others = f"{len(affected)} other rank{'s' if len(affected) != 1 else ''}" if affected else "the launcher"
+        head += f"; {others} then failed or showed symptoms ({parts}{', ...' if len(sym) > 4 else ''})"
+    return head + "."

@@ -1,0 +1,286 @@
+"""Stage 1 of the diagnosis: findings. Each classified event becomes a Finding while the
+input streams by; the Collector keeps what the later stages need (causes, symptom groups,
+context lines, exit evidence, and the facts that place ranks: who printed, launcher
+summaries, srun task lines, hosts, process ids).
+
+Memory: findings are merged per stream (a multi-line report is one finding), symptoms are
+kept as per-rule aggregates (rank set, count, first occurrence) and causes are capped, so
+the state grows with the number of ranks and distinct failures, not with the log's size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Optional
+
+from slurmdoc.diagnosis.attempts import Mark
+from slurmdoc.diagnosis.ranks import parse_tasks, to_int
+from slurmdoc.engine.loader import Rule
+from slurmdoc.engine.matcher import Match
+from slurmdoc.ingest.prefix import LAUNCHER_MARKS
+from slurmdoc.models import Event, RankRef, SourceInfo
+
+MAX_CAUSES = 20_000
+JOURNAL_MAX = 5_000  # findings kept to split the job into attempts (beyond: no split)
+MAX_LAST = 50_000  # streams whose last finding is kept to merge multi-line reports
+MAX_STREAMS_SEEN = 500_000
+FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+
+@dataclass(eq=False)
+class Finding:
+    rule: Rule
+    event: Event
+    captures: dict[str, str]
+    line_index: int
+    refs: list[RankRef]  # who it is about; several for srun task lists
+    node: Optional[str]
+
+    @property
+    def ts(self) -> Optional[datetime]:
+        return self.event.ts
+
+    @property
+    def seq(self) -> int:
+        return self.event.seq
+
+    def _index(self) -> int:
+        """The line that states the error: the matched line if it is an exception line,
+        otherwise the traceback's originating exception."""
+        ev = self.event
+        idx = self.line_index
+        if ev.kind == "traceback" and idx not in ev.exception_idx:
+            idx = ev.origin()
+        return min(idx, len(ev.lines) - 1)
+
+    def message(self) -> str:
+        return self.event.lines[self._index()].strip()[:1000]
+
+    def lineno(self) -> int:
+        return self.event.linenos[self._index()]
+
+    def frame(self) -> Optional[str]:
+        """file:line of the innermost Python frame before the reported exception line."""
+        ev = self.event
+        if ev.kind != "traceback":
+            return None
+        for text in reversed(ev.lines[: self._index()]):
+            m = FRAME.match(text)
+            if m:
+                return f"{m.group(1)}:{m.group(2)}"
+        return None
+
+
+@dataclass
+class Group:
+    first: Finding
+    count: int = 0
+    refs: dict = field(default_factory=dict)
+    nodes: set = field(default_factory=set)
+
+
+def before(a: Finding, b: Finding) -> bool:
+    """Did `a` happen before `b`? By time when both carry one, else by position."""
+    if a.ts is not None and b.ts is not None and a.ts != b.ts:
+        return a.ts < b.ts
+    return a.seq < b.seq
+
+
+def nonzero(f: Finding) -> bool:
+    """A finding whose captured exit code is a number other than 0."""
+    code = f.captures.get("exitcode", "")
+    return to_int(code) not in (None, 0)
+
+
+class Collector:
+    """Every finding of one job (or of one attempt, `_part`), as the input streams by."""
+
+    def __init__(self, sources: list[SourceInfo], skew: float = 1.0, _part: bool = False) -> None:
+        self.sources = sources
+        # several attempts in one log (restarts, requeues): every finding is kept, bounded,
+        # to be replayed into one analyzer per attempt (diagnosis.attempts)
+        self.journal: Optional[list[tuple[Event, Match]]] = None if _part else []
+        self.marks: list[Mark] = []
+        self._part = _part
+        self.skew = timedelta(seconds=skew)
+        self.seen: dict[tuple, RankRef] = {}  # stream -> who (for ranks_seen and layout)
+        self.causes: list[Finding] = []
+        self.causes_dropped = 0
+        self.streams_dropped = 0
+        self.symptoms: dict[str, Group] = {}
+        self.contexts: list[Finding] = []
+        self.categories: dict[str, Finding] = {}  # first finding of each category
+        self.known_ranks: set[int] = set()  # ranks the text shows exist (launcher summaries)
+        self.exits: list[Finding] = []  # findings of exit_evidence rules (non-zero exits), capped
+        self.placements: dict[tuple[int, int, int], int] = {}  # (source, node index, local rank) -> rank
+        self.named_locals: list[RankRef] = []  # local ranks named by launcher lines
+        self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
+        self.seqs: dict[tuple, tuple[RankRef, int]] = {}  # rank -> collective it timed out in
+        self.host_refs: list[tuple[RankRef, str, int]] = []  # (who, host, how sure) from srun lines, prefixes, summaries
+        self.pid_ref: dict[tuple[int, str], RankRef] = {}  # (source, pid) -> the rank that process was
+        self._node_host: dict[tuple[int, int], str] = {}  # (source, srun label of an agent) -> host
+        self.agent_sources: set[int] = set()  # sources whose srun labels are torchrun agents (nodes)
+        self.pid_findings: list[tuple[str, int, str]] = []  # (rule id, source, pid) of findings naming only a pid
+
+    # ---- streaming -------------------------------------------------------------
+    def note_stream(self, stream: tuple, who: RankRef) -> None:
+        if stream not in self.seen:
+            if len(self.seen) >= MAX_STREAMS_SEEN:
+                self.streams_dropped += 1
+                return
+            self.seen[stream] = who
+
+    def add(self, event: Event, match: Match) -> None:
+        rule = match.rule
+        if self.journal is not None:
+            if len(self.journal) < JOURNAL_MAX:
+                self.journal.append((event, match))
+            else:
+                self.journal = None  # too many findings to replay: one attempt
+        if (rule.spec.attempt_start or "attempt_end" in match.captures) and len(self.marks) < 10_000:
+            first = event.first
+            if rule.spec.attempt_start:
+                self.marks.append(Mark(first.source, first.lineno, "start", (), to_int(match.captures.get("restart"))))
+            else:
+                self.marks.append(Mark(first.source, first.lineno, "end", (first.who.label, match.captures["attempt_end"])))
+        stream = event.first.stream
+        prev = self._last.get(stream)
+        if (
+            prev is not None
+            and prev.rule is rule
+            and event.kind == "line"
+            and prev.event.kind == "line"
+            and prev.captures.get("node") == match.captures.get("node")  # srun lines about other hosts stay apart
+        ):
+            # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
+            # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
+            refs = self._refs(event, match)
+            self._note_seq(refs, match.captures)
+            self._note_hosts(event, match, refs)
+            known = {r.key() for r in prev.refs}
+            prev.refs.extend(r for r in refs if r.key() not in known)
+            g = self.symptoms.get(rule.id)
+            if g is not None:
+                for r in refs:
+                    if len(g.refs) < MAX_STREAMS_SEEN:
+                        g.refs.setdefault(r.key(), r)
+            return
+        who = event.first.who
+        if event.kind == "traceback" and who.label is not None and who.rank is None and who.local is None and len(self.agent_sources) < 10_000:
+            # the launcher's own traceback (torchrun's) under an srun label: that label is a
+            # node's agent, not a rank, even when no worker ever printed under it
+            if any(mark in line for line in event.lines[:60] for mark in LAUNCHER_MARKS):
+                self.agent_sources.add(event.first.source)
+        f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
+        if len(self._last) >= MAX_LAST:
+            # bounded memory whatever the number of printers: a report is merged with the
+            # previous line of its stream; past this many streams, start over
+            self._last.clear()
+        self._last[stream] = f
+        self._note_seq(f.refs, match.captures)
+        self._note_hosts(event, match, f.refs)
+        for r in f.refs:
+            if r.local is not None and len(self.named_locals) < 100_000:
+                self.named_locals.append(r)  # local ranks a launcher names count for the layout
+        caps = match.captures
+        who = event.first.who
+        node_idx = who.label if who.label is not None else who.node_index
+        grank, lrank = to_int(caps.get("rank")), to_int(caps.get("local_rank"))
+        if node_idx is not None and grank is not None and lrank is not None and len(self.placements) < 100_000:
+            # a launcher summary says which global rank a node's local rank was
+            self.placements[(event.first.source, node_idx, lrank)] = grank
+        if match.known_ranks and len(self.known_ranks) < 1_000_000:
+            self.known_ranks.update(match.known_ranks)
+        self.categories.setdefault(rule.category, f)
+        role = rule.role
+        if role == "cause":
+            if len(self.causes) < MAX_CAUSES:
+                self.causes.append(f)
+            else:
+                self.causes_dropped += 1
+        elif role == "symptom":
+            g = self.symptoms.get(rule.id)
+            if g is None:
+                g = self.symptoms[rule.id] = Group(f)
+            elif before(f, g.first):
+                g.first = f  # by time where lines carry one: the same whatever the interleaving
+            g.count += 1
+            for r in f.refs:
+                if len(g.refs) < MAX_STREAMS_SEEN:  # as many ranks as ranks_seen counts
+                    g.refs.setdefault(r.key(), r)
+            if f.node:
+                g.nodes.add(f.node)
+            if rule.spec.exit_evidence and len(self.exits) < 1000:
+                self.exits.append(f)
+        else:
+            if len(self.contexts) < 1000:
+                self.contexts.append(f)
+            if rule.spec.exit_evidence and len(self.exits) < 1000 and nonzero(f):
+                self.exits.append(f)
+
+    def _note_seq(self, refs: list[RankRef], caps: dict[str, str]) -> None:
+        """The collective a rank timed out in (NCCL's SeqNum / last enqueued work)."""
+        pos = to_int(caps.get("enqueued")) if "enqueued" in caps else to_int(caps.get("seq"))
+        if pos is None or pos < 0 or len(self.seqs) >= 100_000:
+            return
+        for r in refs:
+            self.seqs.setdefault(r.key(), (r, pos))
+
+    def _note_hosts(self, event: Event, match: Match, refs: list[RankRef]) -> None:
+        """Where ranks ran (srun's `n2: task 2`, a host prefix, a launcher summary's
+        `host :`), and which rank a process id was (torchrun's `(pid: P)`)."""
+        caps = match.captures
+        src = event.first.source
+        if len(self.host_refs) >= 200_000 or len(self.pid_ref) >= 100_000:
+            return
+        host = caps.get("node")
+        if host and "tasks" in caps:
+            self.host_refs.extend((r, host, 3) for r in refs)
+        elif host:
+            self.host_refs.extend((r, host, 0) for r in refs)
+        first = event.first
+        if first.node and first.origin == "rank":
+            self.host_refs.append((first.who, first.node, 2))
+        for e in match.entries:
+            r = to_int(e.get("rank"))
+            if r is None:
+                continue
+            ref = RankRef(src, rank=r)
+            if e.get("node"):
+                self.host_refs.append((ref, e["node"], 0 if e["node"] in LOCAL_HOSTS else 1))
+            if e.get("pid"):
+                self.pid_ref[(src, e["pid"])] = ref
+        pid = caps.get("pid")
+        if pid:
+            if refs and ("local_rank" in caps or "rank" in caps):
+                self.pid_ref.setdefault((src, pid), refs[0])
+            elif not refs and len(self.pid_findings) < 100_000:
+                self.pid_findings.append((match.rule.id, src, pid))
+
+    def _refs(self, event: Event, match: Match) -> list[RankRef]:
+        who = event.first.who
+        caps = match.captures
+        src = event.first.source
+        if "tasks" in caps:
+            # srun task ids live in the same space as srun --label: global ranks for
+            # srun-native launches, node indexes when srun starts one torchrun per node
+            return [RankRef(src, label=t) for t in parse_tasks(caps["tasks"])[:100_000]]
+        if (rank := to_int(caps.get("rank"))) is not None and rank >= 0:
+            return [RankRef(src, rank=rank)]
+        if (local := to_int(caps.get("local_rank"))) is not None and local >= 0:
+            return [RankRef(src, label=who.label, local=local, node_index=who.node_index)]
+        if match.rule.spec.attribution == "text" or event.first.origin in ("launcher", "scheduler"):
+            return []
+        return [who]
+
+    @staticmethod
+    def _node(event: Event, match: Match) -> Optional[str]:
+        return match.captures.get("node") or event.first.node
+
+    def src(self, f: Finding) -> str:
+        """Where a finding was printed, as `path:line`."""
+        return f"{self.sources[f.event.first.source].path}:{f.lineno()}"

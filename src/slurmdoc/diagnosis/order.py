@@ -1,0 +1,136 @@
+"""Stage 3 of the diagnosis: ordering and root choice. The earliest cause leads (with a
+clock-skew allowance for a more specific cause on another stream); a cause that only ends
+a straggler yields to the straggler; with no cause at all, the most telling symptom or
+exit is promoted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Optional
+
+from slurmdoc.diagnosis.findings import Collector, Finding, Group, before
+from slurmdoc.diagnosis.layout import Layout
+from slurmdoc.diagnosis.ranks import to_int
+
+
+@dataclass
+class Choice:
+    """The root the log points at, and how it was reached."""
+
+    root: Optional[Finding] = None
+    promoted: bool = False  # no cause-role finding leads: a symptom or an exit stands in
+    stragglers: list[int] = field(default_factory=list)
+    ended_by: Optional[Finding] = None  # the cause that only ended the straggler
+
+
+def choose_root(c: Collector, lay: Layout, all_ranks: list[int]) -> Choice:
+    if c.causes:
+        root = earliest(c.causes, c.skew)
+        deferred = _deferred(c, lay, root, all_ranks)
+        if deferred is not None:
+            return Choice(deferred[0], True, deferred[1], root)
+        return Choice(root)
+    if c.symptoms or c.exits:
+        root, stragglers = _promote(c, lay, all_ranks)
+        return Choice(root, True, stragglers)
+    return Choice()
+
+
+def earliest(cands: list[Finding], skew: timedelta) -> Finding:
+    ordered = sorted(cands, key=lambda f: f.seq)
+    first = ordered[0]
+    for f in ordered[1:]:
+        if before(f, first):
+            first = f
+    if first.ts is None:
+        return first
+    timed = [f for f in cands if f.ts is not None]
+    # clock skew: a more specific cause from another stream within the skew window wins
+    rivals = [
+        f
+        for f in timed
+        if f.event.first.stream != first.event.first.stream
+        and f.ts <= first.ts + skew  # type: ignore[operator]
+        and f.rule.spec.priority > first.rule.spec.priority
+        and f.rule.category not in first.rule.spec.refine_with  # that one refines `first` instead
+    ]
+    if rivals:
+        return min(rivals, key=lambda f: (-f.rule.spec.priority, f.ts, f.seq))
+    return first
+
+
+def _promote(c: Collector, lay: Layout, all_ranks: list[int]) -> tuple[Finding, list[int]]:
+    """No cause-role finding: pick the most telling symptom.
+
+    1. A rank that exited with an error and left nothing else in this log (its output
+       went elsewhere, or was filtered) is the likeliest origin of everyone else's echoes.
+    2. Otherwise the earliest symptom that may stand alone (a collective timeout); for
+       rules that say so, the few ranks that never reported it are named as stragglers.
+    3. Otherwise the earliest symptom of any kind.
+    """
+    echoed: set[int] = set()
+    for g in c.symptoms.values():
+        if not g.first.rule.spec.exit_evidence:
+            echoed.update(lay.ranks(g.refs.values()))
+    silent = [f for f in c.exits if (rs := lay.ranks(f.refs)) and not set(rs) & echoed]
+    if silent:
+        # the exit line itself before a launcher's summary that repeats it
+        lines = [f for f in silent if f.rule.role != "context"]
+        return earliest(lines or silent, c.skew), []
+    alone = [g for g in c.symptoms.values() if g.first.rule.spec.root_if_alone and not g.first.rule.spec.exit_evidence]
+    if alone:
+        root = earliest([g.first for g in alone], c.skew)
+        g = next(x for x in alone if x.first is root)
+        named = to_int(root.captures.get("straggler"))
+        if named is not None and named >= 0:
+            return root, [named]  # the text names the rank the others waited for
+        return root, stragglers_of(g, lay, all_ranks)
+    if c.symptoms:
+        return earliest([g.first for g in c.symptoms.values()], c.skew), []
+    # nothing but a launcher's summary of non-zero exits (e.g. only torchrun's output)
+    return earliest(c.exits, c.skew), []
+
+
+def stragglers_of(g: Group, lay: Layout, all_ranks: list[int]) -> list[int]:
+    """The few known ranks that did not report what (nearly) all others did."""
+    if not g.first.rule.spec.missing_rank_is_root:
+        return []
+    reporters = set(lay.ranks(g.refs.values()))
+    missing = [r for r in all_ranks if r not in reporters]
+    if reporters and 0 < len(missing) <= max(1, len(all_ranks) // 8):
+        return missing
+    return []
+
+
+def _deferred(c: Collector, lay: Layout, root: Finding, all_ranks: list[int]) -> Optional[tuple[Finding, list[int]]]:
+    """A cause that only ends a straggler (Slurm killing the hung rank after everyone
+    else timed out waiting for it) yields to the straggler finding."""
+    if not root.rule.spec.defer_to_straggler:
+        return None
+    own = set(lay.ranks(root.refs))
+    for g in c.symptoms.values():
+        stragglers = stragglers_of(g, lay, all_ranks)
+        if stragglers and own and own <= set(stragglers) and before(g.first, root):
+            return g.first, stragglers
+    return None
+
+
+def named_elsewhere(c: Collector, lay: Layout, root: Finding) -> Optional[tuple[int, Finding]]:
+    """The one rank that other evidence of this failure names: findings of the same
+    category, or processes that exited with an error. None when they name 0 or 2+."""
+    found: dict[int, Finding] = {}
+    # srun under torchrun: srun's task ids are the torchrun agents (nodes), not ranks;
+    # when a torchrun line names the local rank, srun's task list says nothing more
+    torchrun = {f.event.first.source for f in c.exits if "local_rank" in f.captures}
+    for f in c.causes + c.exits:
+        if f is root or (f.rule.category != root.rule.category and not f.rule.spec.exit_evidence):
+            continue
+        if "tasks" in f.captures and f.event.first.source in torchrun:
+            continue
+        for r in lay.ranks(f.refs):
+            found.setdefault(r, f)
+    if len(found) == 1:
+        return next(iter(found.items()))
+    return None
