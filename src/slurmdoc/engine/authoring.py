@@ -168,7 +168,7 @@ def show_rule(book: Rulebook, rule_id: str) -> str:
     if rule.replaces:
         out.append(f"  replaces  {rule.replaces}")
     out.append(f"  category  {s.category}   role {s.role}   priority {s.priority}   scope {s.scope}   attribution {s.attribution}")
-    flags = [n for n in ("ignore_case", "root_if_alone", "launcher_verdict", "missing_rank_is_root", "defer_to_straggler", "exit_evidence") if getattr(s, n)]
+    flags = [n for n in ("ignore_case", "root_if_alone", "launcher_verdict", "missing_rank_is_root", "defer_to_straggler", "exit_evidence", "clean_end") if getattr(s, n)]
     if flags:
         out.append(f"  flags     {', '.join(flags)}")
     if s.refine_with:

@@ -30,6 +30,9 @@ CATEGORIES = (
     "unknown",
 )
 
+# The evidence ladder, strongest first (see diagnosis/ladder.py and the README's contract note).
+EVIDENCE_LEVELS = ("traceback", "exception", "launcher", "exit", "error_line")
+
 BUILTIN_PLACEHOLDERS = ("rank", "ranks", "node", "source", "message", "count", "frame", "stragglers", "reporters", "progress", "last_line")
 
 
@@ -79,6 +82,13 @@ class RuleSpec(_Strict):
     exit_evidence: bool = False
     attempt_start: bool = False
     explains: list[str] = []  # root-cause categories this context finding is evidence for
+    # the rung of the evidence ladder a finding of this rule stands on, when its form alone
+    # does not say it (a shell's `Killed` line is an `exit` with no words)
+    evidence: Optional[Literal["traceback", "exception", "launcher", "exit", "error_line"]] = None
+    # how far a `rank` capture is trusted: a launcher's report of a failed rank, or a rank
+    # named inside an error message (below a prefix, a file name and a launcher)
+    rank_source: Literal["launcher", "message"] = "launcher"
+    clean_end: bool = False  # the line shows its printer (or the job) ended cleanly
 
     @field_validator("exclude", "refine_with", "keywords", "patterns", mode="before")
     @classmethod
