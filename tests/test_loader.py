@@ -218,3 +218,169 @@ def test_released_pack_skips_only_the_regex_check():
         assert r.groups == c.groups and r.keywords == c.keywords, rid
         for a, b in zip(r.patterns, c.patterns):
             assert a.groupindex == b.groupindex, (rid, a.pattern)  # compiled now, on demand
+
+
+# ---- hostile packs: refused at load, quickly, with exit 3 and a line naming the file -----
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from slurmdoc.engine import loader as loader_mod  # noqa: E402
+
+CLEAN = GOOD.replace(', "Check {missing_group_free_line}"', "")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def diagnose_with(rules_dir, tmp_path):
+    """`slurmdoc diagnose -r DIR` on a small failed log: (exit code, stderr, seconds)."""
+    log = tmp_path / "job.log"
+    log.write_text("[rank1]: Traceback (most recent call last):\n[rank1]: ModuleNotFoundError: No module named 'apex'\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURMDOC_DEBUG", "SLURMDOC_RULES", "SLURMDOC_CONFIG")}
+    env["XDG_CONFIG_HOME"] = str(ROOT / "tests" / "data" / "no-config-here")
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", "-r", str(rules_dir), str(log)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    return r.returncode, r.stderr, time.perf_counter() - t
+
+
+def assert_refused(rules_dir, tmp_path, name, *words):
+    code, err, took = diagnose_with(rules_dir, tmp_path)
+    assert code == 3, (code, err[-2000:])
+    assert err.count("\n") == 1 and name in err and "Traceback" not in err, err
+    for w in words:
+        assert w in err, err
+    assert took < 60, took  # sanity cap only: refusing takes well under a second
+    return err
+
+
+def test_merge_key_bomb_is_refused_before_it_expands(tmp_path):
+    # 8 levels of `<<: [*a, *a, ...]`: a KB of text that expanded past gigabytes
+    lines = ["m0: &m0 {k0: v, k1: v, k2: v, k3: v}"]
+    for i in range(1, 9):
+        lines.append(f"m{i}: &m{i}\n  <<: [" + ", ".join([f"*m{i - 1}"] * 9) + "]")
+    d = pack(tmp_path, "bomb.yaml", CLEAN + "\n".join(lines) + "\n")
+    assert_refused(d, tmp_path, "bomb.yaml", "merge keys")
+
+
+def test_alias_bomb_is_refused_before_it_expands(tmp_path):
+    lines = ['l0: &l0 "lol"'] + [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    d = pack(tmp_path, "laughs.yaml", "\n".join(lines) + "\n" + CLEAN)
+    assert_refused(d, tmp_path, "laughs.yaml", "expands to more than")
+
+
+@pytest.mark.parametrize("opener, closer", [("[", "]"), ("{k: ", "}")])
+def test_thirty_thousand_nested_brackets_are_an_error_not_a_crash(tmp_path, opener, closer):
+    d = pack(tmp_path, "deep.yaml", "title: " + opener * 30_000 + closer * 30_000 + "\n")
+    code, err, _ = diagnose_with(d, tmp_path)
+    assert code == 3 and "deep.yaml" in err and err.count("\n") == 1, (code, err[-500:])
+
+
+def test_a_file_past_the_size_cap_is_refused_unread(tmp_path, monkeypatch):
+    d = pack(tmp_path, "big.yaml", CLEAN + "description: '" + "x" * 2_000 + "'\n")
+    monkeypatch.setattr(loader_mod.safeyaml, "MAX_BYTES", 1_000)
+    monkeypatch.setattr(loader_mod.safeyaml.read_capped, "__defaults__", (1_000,))
+    with pytest.raises(RuleError) as e:
+        load_pack(d, "user")
+    assert "big.yaml" in e.value.one_line() and "larger than 1000 bytes" in e.value.one_line()
+
+
+def with_keywords(n, prefix="kw"):
+    return CLEAN.replace('keywords: ["No space left"]', "keywords: [" + ", ".join(f"{prefix}{i}" for i in range(n)) + "]")
+
+
+def test_millions_of_keywords_are_refused_fast(tmp_path):
+    # 3.5 M keywords took minutes and gigabytes to load and build a prefilter for
+    d = pack(tmp_path, "many.yaml", with_keywords(3_500_000))
+    assert_refused(d, tmp_path, "many.yaml")
+
+
+def test_keywords_per_rule_are_capped(tmp_path):
+    n = loader_mod.MAX_RULE_KEYWORDS
+    assert load_pack(pack(tmp_path, "ok.yaml", with_keywords(n)), "user")
+    (tmp_path / "b").mkdir()
+    d = pack(tmp_path / "b", "many.yaml", with_keywords(n + 1))
+    with pytest.raises(RuleError) as e:
+        load_pack(d, "user")
+    msg = e.value.one_line()
+    assert "many.yaml" in msg and "field 'keywords'" in msg and f"more than the {n}" in msg and e.value.exit_code == 3
+
+
+def test_keywords_per_pack_are_capped_across_files(tmp_path):
+    per = loader_mod.MAX_RULE_KEYWORDS
+    files = loader_mod.MAX_PACK_KEYWORDS // per + 1  # each file within its cap, the pack past it
+    d = tmp_path / "pack"
+    d.mkdir()
+    for f in range(files):
+        (d / f"r{f}.yaml").write_text(with_keywords(per, prefix=f"f{f}k"))
+    err = assert_refused(d, tmp_path, str(d), f"more than {loader_mod.MAX_PACK_KEYWORDS} keywords")
+    assert "field 'keywords'" in err
+
+
+def test_a_long_keyword_is_refused(tmp_path):
+    # the prefilter factors keywords as a trie, one nesting level per character
+    d = pack(tmp_path, "long.yaml", CLEAN.replace('"No space left"', '"' + "x" * 50_000 + '"'))
+    with pytest.raises(RuleError, match=r"field 'keywords\[0\]'.*longer than the 200"):
+        load_pack(d, "user")
+
+
+@pytest.mark.parametrize("field, pattern", [
+    ("patterns[0]", "a" * 4_001),
+    ("known_ranks", "(\\d+)" + "x" * 4_000),
+    ("exclude[0]", "(" * 3_000 + ")" * 3_000),
+])
+def test_oversized_patterns_are_refused(tmp_path, field, pattern):
+    text = CLEAN
+    if field == "patterns[0]":
+        text = text.replace("patterns: ['OSError", f"patterns: ['{pattern}', 'OSError")
+    elif field == "known_ranks":
+        text += f"known_ranks: '{pattern}'\n"
+    else:
+        text += f"exclude: ['{pattern}']\n"
+    with pytest.raises(RuleError) as e:
+        load_pack(pack(tmp_path, "p.yaml", text), "user")
+    assert f"field '{field}'" in e.value.one_line() and "longer than the 4000" in e.value.one_line()
+
+
+def test_template_nesting_is_checked_at_load(tmp_path):
+    # 500 nested helper calls loaded and linted clean, then hit the recursion limit when a
+    # diagnosis filled the remediation in; now the pack is refused when it loads
+    deep = "size(" * 500 + "n" + ")" * 500
+    text = CLEAN.replace("(?P<path>.+)", "(?P<path>.+) (?P<n>\\d+)").replace('summary: "Disk full writing {path}"', f'summary: "Disk full {{{deep}}}"')
+    d = pack(tmp_path, "deep-template.yaml", text)
+    assert_refused(d, tmp_path, "deep-template.yaml", "remediation.summary")
+
+
+def test_a_template_at_the_nesting_limit_works_at_diagnosis(tmp_path):
+    import json
+
+    from slurmdoc.engine.template import MAX_DEPTH
+
+    deep = "gcd(n, " * MAX_DEPTH + "n" + ")" * MAX_DEPTH
+    text = textwrap.dedent(
+        f"""\
+        title: Frobnication failed
+        category: python_exception
+        role: cause
+        priority: 100
+        keywords: ["FrobnicateError"]
+        patterns: ['FrobnicateError: gave up after (?P<n>\\d+) tries']
+        remediation:
+          summary: "Frobnication gave up after {{{deep}}} tries"
+        examples:
+          match: ["FrobnicateError: gave up after 7 tries"]
+          no_match: ["hello"]
+        """
+    )
+    d = pack(tmp_path, "deep-ok.yaml", text)
+    assert load_pack(d, "user")
+    log = tmp_path / "job.log"
+    log.write_text("[rank2]: FrobnicateError: gave up after 2048 tries\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURMDOC_DEBUG", "SLURMDOC_RULES", "SLURMDOC_CONFIG")}
+    env["XDG_CONFIG_HOME"] = str(ROOT / "tests" / "data" / "no-config-here")
+    r = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", "-f", "json", "-r", str(d), str(log)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1, r.stderr
+    root = json.loads(r.stdout)["root_cause"]
+    assert root["rule_id"] == "deep-ok" and root["remediation"].startswith("Frobnication gave up after 2048 tries"), root

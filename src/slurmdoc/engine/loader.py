@@ -15,6 +15,7 @@ import regex
 import yaml
 from pydantic import ValidationError
 
+from slurmdoc.engine import safeyaml
 from slurmdoc.engine.schema import BUILTIN_PLACEHOLDERS, RuleSpec
 from slurmdoc.engine.template import TemplateError
 from slurmdoc.engine.template import names as template_names
@@ -22,6 +23,15 @@ from slurmdoc.engine.template import parse as parse_template
 from slurmdoc.errors import RuleError
 
 MATCH_TIMEOUT = 0.25  # seconds any one pattern may spend on one event
+# Bounds on what a rule pack may ask for (YAML's own bounds: engine/safeyaml.py). The bundled
+# pack stays far below each: its largest rule has 21 keywords and a 463-character pattern.
+MAX_PATTERN_CHARS = 4_000  # one regex (patterns, exclude, known_ranks)
+MAX_PATTERN_DEPTH = 20  # groups nested in one regex (the regex parser recurses per level)
+MAX_PATTERNS = 200  # patterns plus exclude of one rule
+MAX_KEYWORD_CHARS = 200  # one keyword
+MAX_RULE_KEYWORDS = 1_000  # keywords of one rule
+MAX_PACK_KEYWORDS = 10_000  # keywords of every rule loaded together (the per-line prefilter)
+MAX_RULE_FILES = 5_000  # rule files in one directory
 
 
 @dataclass(eq=False)
@@ -136,7 +146,7 @@ def _compile(pattern: str, flags: int, check: bool = True):
         return LazyPattern(pattern, flags, check=False)
     try:
         lazy = LazyPattern(pattern, flags)
-    except (re.error, ValueError, OverflowError, RecursionError):
+    except (re.error, ValueError, OverflowError, RecursionError):  # noqa: B014
         return regex.compile(pattern, flags)  # regex-only syntax, or a real error to report
     if "{" in pattern:
         # `regex` reads `{d...}`, `{e...}`, `{i...}`, `{s...}` as fuzzy-match constraints where
@@ -145,21 +155,20 @@ def _compile(pattern: str, flags: int, check: bool = True):
     return lazy
 
 
-# libyaml's safe loader when PyYAML was built with it (about 10x faster than the pure-Python
-# one, which matters at start-up); both construct plain YAML types only, never objects
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_file(path: Path, pack: str, released: bool = False) -> Rule:
     """One rule file, validated and compiled; RuleError names file, line, rule and field."""
     fname = str(path)
     stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name[: -len(".yml")]
     try:
-        raw_text = path.read_text(encoding="utf-8")
+        raw_text = safeyaml.read_capped(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RuleError(fname, stem, None, f"cannot read: {e}")
+    except safeyaml.YamlLimitError as e:
+        raise RuleError(fname, stem, None, f"refused: {e.problem}")
     try:
-        data = yaml.load(raw_text, Loader=_SAFE_LOADER)  # safe: plain YAML types only
+        data = safeyaml.load(raw_text)  # bounded, then safe: plain YAML types only
+    except safeyaml.YamlLimitError as e:
+        raise RuleError(f"{fname}:{e.line}" if e.line else fname, stem, None, f"refused: {e.problem}")
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{fname}:{mark.line + 1}" if mark is not None else fname
@@ -184,6 +193,7 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
         raise RuleError(f"{fname}:{line}" if line else fname, stem, loc or None, err["msg"])
     if spec.id is not None and spec.id != stem:
         raise RuleError(fname, stem, "id", f"id '{spec.id}' differs from the file name '{stem}'")
+    _check_sizes(spec, fname, stem)
     flags = regex.MULTILINE | regex.VERSION0
     if spec.ignore_case:
         flags |= regex.IGNORECASE
@@ -222,6 +232,7 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
                 raise RuleError(fname, stem, f"examples.match[{i}].captures", f"'{k}' is not a group of any pattern")
     known = None
     if spec.known_ranks is not None:
+        # compiled with `regex` so that matching it takes a timeout like every rule pattern
         try:
             known = regex.compile(spec.known_ranks, flags)
         except regex.error as e:
@@ -232,9 +243,71 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
     return Rule(stem, spec, fname, pack, patterns, excludes, keywords, frozenset(groups), known)
 
 
+def _check_sizes(spec: RuleSpec, fname: str, stem: str) -> None:
+    """Counts and lengths within the MAX_* bounds, checked before anything is compiled."""
+    if len(spec.keywords) > MAX_RULE_KEYWORDS:
+        raise RuleError(fname, stem, "keywords", f"{len(spec.keywords)} keywords, more than the {MAX_RULE_KEYWORDS} a rule may have")
+    for i, k in enumerate(spec.keywords):
+        if len(k) > MAX_KEYWORD_CHARS:
+            raise RuleError(fname, stem, f"keywords[{i}]", f"{len(k)} characters, longer than the {MAX_KEYWORD_CHARS} a keyword may have")
+    if len(spec.patterns) + len(spec.exclude) > MAX_PATTERNS:
+        raise RuleError(fname, stem, "patterns", f"{len(spec.patterns) + len(spec.exclude)} patterns and excludes, more than the {MAX_PATTERNS} a rule may have")
+    regexes = [(f"patterns[{i}]", p) for i, p in enumerate(spec.patterns)] + [(f"exclude[{i}]", p) for i, p in enumerate(spec.exclude)]
+    if spec.known_ranks is not None:
+        regexes.append(("known_ranks", spec.known_ranks))
+    for fld, p in regexes:
+        if len(p) > MAX_PATTERN_CHARS:
+            raise RuleError(fname, stem, fld, f"{len(p)} characters, longer than the {MAX_PATTERN_CHARS} a pattern may have")
+        if group_depth(p) > MAX_PATTERN_DEPTH:
+            raise RuleError(fname, stem, fld, f"groups nested deeper than {MAX_PATTERN_DEPTH} levels")
+
+
+def group_depth(pattern: str) -> int:
+    """How deep a regex's groups nest: unescaped '(' outside character classes, a cheap
+    upper bound checked before any regex parser (which recurses per level) sees it."""
+    depth = top = 0
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "^":
+                i += 1
+            if pattern[i + 1 : i + 2] == "]":
+                i += 1  # a leading ']' is a member
+        elif c == "(":
+            depth += 1
+            top = max(top, depth)
+        elif c == ")":
+            depth = max(0, depth - 1)
+        i += 1
+    return top
+
+
+def check_keywords(rules: list[Rule], where: str) -> None:
+    """RuleError when the rules loaded together have more keywords than the prefilter takes."""
+    total = 0
+    for r in rules:
+        total += len(r.keywords)
+        if total > MAX_PACK_KEYWORDS:
+            raise RuleError(where, None, "keywords", f"more than {MAX_PACK_KEYWORDS} keywords in all (reached at rule '{r.id}', {r.file})")
+
+
 def rule_files(directory: Path) -> list[Path]:
     """Every rule file below `directory`, in a stable order."""
-    files = [p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
+    files = []
+    for p in directory.rglob("*"):
+        if p.suffix in (".yaml", ".yml") and p.is_file():
+            files.append(p)
+            if len(files) > MAX_RULE_FILES:
+                raise RuleError(str(directory), None, None, f"more than {MAX_RULE_FILES} rule files")
     return sorted(files, key=lambda p: str(p.relative_to(directory)))
 
 
@@ -248,11 +321,15 @@ def load_pack(directory: Path, pack: str, released: bool = False) -> list[Rule]:
     if not directory.is_dir():
         raise RuleError(str(directory), None, None, "rule directory does not exist")
     rules: dict[str, Rule] = {}
+    keywords = 0
     for path in rule_files(directory):
         rule = load_file(path, pack, released)
         if rule.id in rules:
             raise RuleError(str(path), rule.id, "id", f"duplicate rule id, also defined in {rules[rule.id].file}")
         rules[rule.id] = rule
+        keywords += len(rule.keywords)
+        if keywords > MAX_PACK_KEYWORDS:
+            check_keywords(list(rules.values()), str(directory))
     return list(rules.values())
 
 
@@ -269,4 +346,5 @@ def load_rulebook(extra_dirs: Optional[list[str]] = None) -> Rulebook:
             merged[r.id] = r
     if not merged:
         raise RuleError(", ".join(extra_dirs or []) or "rules", None, None, "no rules found")
+    check_keywords(list(merged.values()), ", ".join(extra_dirs or []) or str(bundled))
     return Rulebook(sorted(merged.values(), key=lambda r: r.id))
