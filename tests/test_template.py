@@ -74,3 +74,23 @@ def test_diagnosis_says_which_values_would_satisfy_the_assert(write):
     p = write("k.log", "[rank0]: RuntimeError: world_size (12) is not divisible by tensor_model_parallel_size (8) x pipeline_model_parallel_size (1) x context_parallel_size (1)")
     fix = diagnose([p]).root_cause.remediation_parts.fix
     assert any("use 8 or 16 GPUs" in f and "divisors of 12: 1, 2, 3, 4, 6, 12" in f for f in fix), fix
+
+
+def test_nesting_is_bounded_at_parse_so_evaluation_cannot_overflow():
+    from slurmdoc.engine.template import MAX_DEPTH, TemplateError, evaluate, parse
+
+    at_limit = parse("gcd(n, " * MAX_DEPTH + "n" + ")" * MAX_DEPTH)
+    assert evaluate(at_limit, {"n": "12"}) == "12"
+    for depth in (MAX_DEPTH + 1, 150, 5_000):
+        field = "gcd(n," * depth + "n" + ")" * depth
+        with pytest.raises(TemplateError, match="nested deeper|longer than"):
+            parse(field)
+    with pytest.raises(TemplateError, match=f"deeper than {MAX_DEPTH}"):
+        parse("size(" * (MAX_DEPTH + 1) + "n" + ")" * (MAX_DEPTH + 1))
+
+
+def test_placeholder_length_is_bounded():
+    from slurmdoc.engine.template import MAX_CHARS, TemplateError, parse
+
+    with pytest.raises(TemplateError, match="longer than"):
+        parse("product(" + ", ".join(["a"] * MAX_CHARS) + ")")

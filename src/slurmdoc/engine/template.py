@@ -18,6 +18,8 @@ from typing import Callable, Optional, Union
 
 MAX_N = 10**12  # numbers beyond this are not worth factoring in a remediation message
 MAX_LIST = 24  # list at most this many values
+MAX_DEPTH = 8  # helper calls nested in one placeholder (evaluation recurses this deep)
+MAX_CHARS = 1_000  # one placeholder's text
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,13 @@ class TemplateError(ValueError):
 
 
 def parse(field: str) -> Expr:
-    """Parse a placeholder's text: NAME | INT | NAME '(' expr {',' expr} ')'."""
+    """Parse a placeholder's text: NAME | INT | NAME '(' expr {',' expr} ')'.
+
+    Calls nest at most MAX_DEPTH deep, so that neither parsing nor evaluating a template
+    a rule pack loaded can run out of stack.
+    """
+    if len(field) > MAX_CHARS:
+        raise TemplateError(f"placeholder of {len(field)} characters, longer than {MAX_CHARS}")
     tokens: list[tuple[str, str]] = []
     pos = 0
     text = field.rstrip()
@@ -147,8 +155,10 @@ def parse(field: str) -> Expr:
         raise TemplateError("empty placeholder")
     i = 0
 
-    def expr() -> Expr:
+    def expr(depth: int = 0) -> Expr:
         nonlocal i
+        if depth > MAX_DEPTH:
+            raise TemplateError(f"helper calls nested deeper than {MAX_DEPTH} levels")
         if i >= len(tokens):
             raise TemplateError(f"'{field}' ends too early")
         kind, val = tokens[i]
@@ -159,10 +169,10 @@ def parse(field: str) -> Expr:
             raise TemplateError(f"unexpected '{val}' in '{field}'")
         if i < len(tokens) and tokens[i] == ("sym", "("):
             i += 1
-            args = [expr()]
+            args = [expr(depth + 1)]
             while i < len(tokens) and tokens[i] == ("sym", ","):
                 i += 1
-                args.append(expr())
+                args.append(expr(depth + 1))
             if i >= len(tokens) or tokens[i] != ("sym", ")"):
                 raise TemplateError(f"missing ')' in '{field}'")
             i += 1
