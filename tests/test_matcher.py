@@ -135,3 +135,56 @@ def test_trie_prefilter_finds_exactly_the_keywords(words, text):
     import re
 
     assert bool(re.search(trie_regex(words), text)) == any(w in text for w in words)
+
+
+def test_a_catastrophic_known_ranks_regex_is_bounded_counted_and_dropped(tmp_path):
+    # `known_ranks` is a user regex like the patterns: before, it spent its full timeout on
+    # every matching event, with no warning and no end
+    import time
+
+    from slurmdoc.engine.matcher import MAX_TIMEOUTS
+
+    body = mk("summary", kw='"failed rank"', pat="failed rank (?P<rank>\\d+)")[1] + "known_ranks: '(a|aa)+$(\\d)'\n"
+    m = Matcher(book_of(tmp_path, ("summary", body), mk("fast", kw='"boom"')))
+    hostile = line_event("failed rank 3 " + "a" * 40 + "!")
+    t = time.perf_counter()
+    for _ in range(MAX_TIMEOUTS):
+        got = m.classify(hostile)
+        assert got.rule.id == "summary" and got.known_ranks == ()  # the pattern's match still counts
+    assert m.gave_up(m.book.by_id("summary"))
+    assert any("summary" in w and "known_ranks ran past" in w for w in m.timeouts), m.timeouts
+    assert any("summary: timed out on" in w and "not used for the rest of the input" in w for w in m.timeouts)
+    for _ in range(1000):  # dropped: a thousand more hostile lines cost nothing
+        assert m.classify(hostile) is None
+    assert time.perf_counter() - t < 30  # sanity cap: about MAX_TIMEOUTS x the per-event timeout
+    assert m.classify(line_event("boom 7")).rule.id == "fast"
+
+
+def test_known_ranks_time_counts_in_the_rule_budget(tmp_path, monkeypatch):
+    import time
+
+    import slurmdoc.engine.matcher as matcher_mod
+
+    body = mk("summary", kw='"failed rank"', pat="failed rank (?P<rank>\\d+)")[1] + "known_ranks: '(a|aa)+$(\\d)'\n"
+    m = Matcher(book_of(tmp_path, ("summary", body)))
+    rx = m.book.by_id("summary").known_ranks
+    n = 12
+    while True:  # a line the known_ranks regex needs a few milliseconds to give up on
+        t = time.perf_counter()
+        list(rx.finditer("a" * n + "!"))
+        if time.perf_counter() - t > 0.003 or n > 40:
+            break
+        n += 1
+    monkeypatch.setattr(matcher_mod, "RULE_TIME_BUDGET", 0.2)
+    for _ in range(2000):
+        if m.classify(line_event(f"failed rank 1 {'a' * n}!")) is None:
+            break
+    assert m.gave_up(m.book.by_id("summary"))
+    assert any("summary: spent" in w for w in m.timeouts), m.timeouts
+
+
+def test_known_ranks_still_reads_ranks(tmp_path):
+    body = mk("summary", kw='"failed rank"', pat="failed rank (?P<rank>\\d+)")[1] + "known_ranks: 'rank (\\d+)'\n"
+    m = Matcher(book_of(tmp_path, ("summary", body)))
+    got = m.classify(line_event("failed rank 3, rank 5, rank 4"))
+    assert got.known_ranks == (3, 4, 5) and not m.timeouts

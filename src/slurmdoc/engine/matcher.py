@@ -104,13 +104,17 @@ class Matcher:
 
     def _known(self, rule: Rule, text: str) -> tuple[tuple[int, ...], tuple[dict[str, str], ...]]:
         """Ranks the text shows exist, and for each match the regex's named groups (with
-        `rank`): a launcher summary's host, pid and exit code of every failed rank."""
+        `rank`): a launcher summary's host, pid and exit code of every failed rank.
+
+        A user regex like the patterns: bounded per event, its time counted in the rule's
+        budget, and a timeout counted towards dropping the rule."""
         rx = rule.known_ranks
         if rx is None:
             return (), ()
         found: set[int] = set()
         entries: list[dict[str, str]] = []
         named = "rank" in rx.groupindex  # type: ignore[attr-defined]
+        t0 = perf_counter()
         try:
             for m in rx.finditer(text, timeout=MATCH_TIMEOUT):  # type: ignore[attr-defined]
                 n = to_int(m.group("rank") if named else m.group(1))
@@ -122,7 +126,10 @@ class Matcher:
                     e["rank"] = str(n)
                     entries.append(e)
         except TimeoutError:
+            self._timeout(rule, "known_ranks")
             return (), ()
+        finally:
+            self._charge(rule, perf_counter() - t0)
         return tuple(sorted(found)), tuple(entries)
 
     def match_rule(self, rule: Rule, text: str, origin: Optional[str] = None) -> Optional[tuple[int, dict[str, str]]]:
@@ -149,10 +156,14 @@ class Matcher:
         except TimeoutError:
             self._timeout(rule)
         finally:
-            spent = self._spent[rule.id] = self._spent.get(rule.id, 0.0) + perf_counter() - t0
-            if spent > RULE_TIME_BUDGET:
-                self._drop(rule, f"spent {spent:.0f}s matching (a slow pattern)")
+            self._charge(rule, perf_counter() - t0)
         return None
+
+    def _charge(self, rule: Rule, seconds: float) -> None:
+        """Count time a rule's regexes spent; past RULE_TIME_BUDGET the rule is dropped."""
+        spent = self._spent[rule.id] = self._spent.get(rule.id, 0.0) + seconds
+        if spent > RULE_TIME_BUDGET:
+            self._drop(rule, f"spent {spent:.0f}s matching (a slow pattern)")
 
     def gave_up(self, rule: Rule) -> bool:
         """True once the rule was dropped for this run (too many timeouts, or too slow)."""
@@ -166,11 +177,11 @@ class Matcher:
         self._tb_rules = [r for r in self._tb_rules if r is not rule]
         self.timeouts.append(f"rule {rule.id}: {why}, not used for the rest of the input (`slurmdoc rules lint` shows risky patterns)")
 
-    def _timeout(self, rule: Rule) -> None:
+    def _timeout(self, rule: Rule, what: str = "a pattern") -> None:
         """One warning per rule; after MAX_TIMEOUTS the rule is dropped, so a pattern with
         catastrophic backtracking costs a bounded time however many lines provoke it."""
         n = self._timed_out[rule.id] = self._timed_out.get(rule.id, 0) + 1
         if n == 1:
-            self.timeouts.append(f"rule {rule.id} ({rule.file}): a pattern ran past {MATCH_TIMEOUT}s on one event and was skipped")
+            self.timeouts.append(f"rule {rule.id} ({rule.file}): {what} ran past {MATCH_TIMEOUT}s on one event and was skipped")
         if n == MAX_TIMEOUTS:
             self._drop(rule, f"timed out on {n} events")
