@@ -191,3 +191,50 @@ def test_try_reports_lines_ranks_captures_and_the_winner(write):
     rep = try_rule(book, "python-exception", [log])
     assert [(h.lineno, h.winner) for h in rep.hits] == [(4, "cuda-oom")]
     assert "which ranks higher" in render_try(rep)
+
+
+# ---- hostile packs under `rules lint`: each a reported error, never a crash -------------
+
+HOSTILE_BASE = """\
+title: T
+category: unknown
+role: cause
+keywords: [{kw}]
+patterns: ['{pat}']
+remediation: {{summary: "{summary}"}}
+examples: {{match: ["{ex}"], no_match: [y]}}
+"""
+
+
+def hostile(kw="boom", pat="boom (?P<n>\\\\d+)", summary="s", ex="boom 1", extra=""):
+    return HOSTILE_BASE.format(kw=kw, pat=pat, summary=summary, ex=ex) + extra
+
+
+@pytest.mark.parametrize("name, text, field, words", [
+    ("merge.yaml", hostile(extra="a: &a {x: 1}\nb:\n  <<: [*a, *a]\n"), None, "merge keys"),
+    ("deep.yaml", "title: " + "[" * 30_000 + "]" * 30_000 + "\n", None, "nest"),  # libyaml's own limit, or the event-stream one
+    ("template.yaml", hostile(summary="{" + "size(" * 500 + "n" + ")" * 500 + "}"), "remediation.summary", "longer than"),
+    ("template9.yaml", hostile(summary="{" + "gcd(n, " * 9 + "n" + ")" * 9 + "}"), "remediation.summary", "nested deeper"),
+    ("groups.yaml", hostile(pat="(" * 1_000 + "boom" + ")" * 1_000), "patterns[0]", "nested deeper"),
+    ("slow.yaml", hostile(kw="a", pat="(a|aa)+$", ex="a" * 60 + "!"), "patterns[0]", "ran past"),
+])
+def test_hostile_rule_files_are_lint_errors_not_crashes(tmp_path, name, text, field, words):
+    d = tmp_path / "pack"
+    d.mkdir()
+    (d / name).write_text(text)
+    report = lint(load_layers([str(d)]))
+    errors = [p for p in report.problems if p.level == "error"]
+    assert report.failed() and len(errors) == 1, errors
+    assert name in errors[0].where and errors[0].field == field and words in errors[0].message, errors[0]
+
+
+def test_pack_keyword_cap_is_a_lint_error(tmp_path):
+    from slurmdoc.engine.loader import MAX_PACK_KEYWORDS, MAX_RULE_KEYWORDS
+
+    d = tmp_path / "pack"
+    d.mkdir()
+    for f in range(MAX_PACK_KEYWORDS // MAX_RULE_KEYWORDS + 1):
+        kws = ", ".join(f"f{f}k{i}" for i in range(MAX_RULE_KEYWORDS))
+        (d / f"r{f}.yaml").write_text(hostile(kw=kws))
+    report = lint(load_layers([str(d)]))
+    assert any(p.level == "error" and p.field == "keywords" and f"more than {MAX_PACK_KEYWORDS} keywords" in p.message for p in report.problems)

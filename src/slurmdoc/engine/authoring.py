@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Literal, Optional
 
 from slurmdoc.diagnosis.analyze import Analyzer
-from slurmdoc.engine.loader import Rule, Rulebook, bundled_rules_dir, load_file, load_rulebook, rule_files
+from slurmdoc.engine.loader import Rule, Rulebook, bundled_rules_dir, check_keywords, load_file, load_rulebook, rule_files
 from slurmdoc.engine.matcher import Matcher
 from slurmdoc.engine.schema import BUILTIN_PLACEHOLDERS
 from slurmdoc.engine.selftest import ExampleResult, check_rule, classify_text
@@ -102,6 +102,10 @@ def load_layers(user_dirs: Iterable[str], report_all: bool = False) -> Pack:
             if name != BUNDLED or report_all or not user:
                 targets.append(rule)
     book = Rulebook(sorted(merged.values(), key=lambda r: r.id))
+    try:
+        check_keywords(book.rules, ", ".join(user_dirs) or str(layers[0][1]))
+    except RuleError as e:
+        problems.append(_problem_from(e))
     return Pack(book, sorted(targets, key=lambda r: r.id), problems)
 
 
@@ -538,7 +542,12 @@ def lint_rule(rule: Rule, book: Rulebook) -> list[Problem]:
     # examples show every pattern and every keyword
     texts = [e.text for e in s.examples.matches()]
     for i, pat in enumerate(rule.patterns):
-        if not any(pat.search(t, timeout=1.0) for t in texts):
+        try:
+            shown = any(pat.search(t, timeout=1.0) for t in texts)
+        except TimeoutError:
+            add("error", f"patterns[{i}]", "ran past 1s on a match example (catastrophic backtracking)")
+            continue
+        if not shown:
             add("warning", f"patterns[{i}]", "no match example matches this pattern; add one that shows it")
     hay = [t.lower() for t in texts] if s.ignore_case else texts
     for i, kw in enumerate(rule.keywords):
