@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Optional
 
 from slurmdoc.diagnosis.attempts import Mark
+from slurmdoc.diagnosis.cap import EarliestCauses
 from slurmdoc.diagnosis.ranks import parse_tasks, to_int
 from slurmdoc.engine.loader import Rule
 from slurmdoc.engine.matcher import Match
@@ -108,7 +109,7 @@ class Collector:
         self._part = _part
         self.skew = timedelta(seconds=skew)
         self.seen: dict[tuple, RankRef] = {}  # stream -> who (for ranks_seen and layout)
-        self.causes: list[Finding] = []
+        self.causes = EarliestCauses(MAX_CAUSES)  # the earliest, whatever order they complete in
         self.causes_dropped = 0
         self.streams_dropped = 0
         self.symptoms: dict[str, Group] = {}
@@ -198,9 +199,7 @@ class Collector:
         self.categories.setdefault(rule.category, f)
         role = rule.role
         if role == "cause":
-            if len(self.causes) < MAX_CAUSES:
-                self.causes.append(f)
-            else:
+            if not self.causes.keep(f):
                 self.causes_dropped += 1
         elif role == "symptom":
             g = self.symptoms.get(rule.id)
