@@ -96,6 +96,10 @@ def diagnose(
             pass
 
     try:
+        if job is None:  # logs of several jobs are never diagnosed as one
+            from slurmdoc.fleet.jobs import one_job
+
+            one_job(paths)
         rules = _rule_dirs(rules)
         want = progress if progress is not None else sys.stderr.isatty()
         total = _total_size(paths) if want and paths else 0  # walks directories: only when it may show
