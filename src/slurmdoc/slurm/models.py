@@ -26,6 +26,21 @@ class StepInfo(_Frozen):
     max_rss_task: Optional[int] = None
 
 
+class AttemptRecord(_Frozen):
+    """One run of a requeued job (`sacct -D` lists each); the verdict is the last one's."""
+
+    index: int  # 0 = the first run
+    state: str  # the job row's State in that run: REQUEUED, PREEMPTED, FAILED ...
+    exit_code: Optional[str]
+    start: Optional[str] = None
+    end: Optional[str] = None
+    elapsed_s: Optional[int] = None
+    nodes: str = ""
+    category: Optional[str] = None  # that run's own triage category
+    summary: str = ""  # that run's own triage, one line
+    steps: tuple[str, ...] = ()  # "43.0 CANCELLED 0:15", ...
+
+
 class JobTriage(_Frozen):
     """The accounting verdict on one job (an array task is a job; het components are joined)."""
 
@@ -60,6 +75,7 @@ class JobTriage(_Frozen):
     array_task_id: Optional[str] = None
     raw_id: Optional[str] = None
     stdout: Optional[str] = None  # where sacct (>= 23.02) records the job's output
+    attempts: tuple[AttemptRecord, ...] = ()  # a requeued job (sacct -D): every run, oldest first; the verdict is the last's
 
 
 class TriageReport(_Frozen):
