@@ -141,7 +141,21 @@ def _mem_per_node(job: SacctRow) -> Optional[int]:
 
 
 def triage_job(rows: list[SacctRow]) -> JobTriage:
-    """The verdict on one job from its rows (job row(s) first, then steps, in any order)."""
+    """The verdict on one job from its rows; a requeued job's attempts (`sacct -D`) are kept
+    apart: the last attempt is judged, the others become its history."""
+    from slurmdoc.slurm.requeue import history_note, record, split_attempts
+
+    attempts = split_attempts(rows)
+    if len(attempts) < 2:
+        return _triage_attempt(rows)
+    runs = [_triage_attempt(a) for a in attempts]
+    records = [record(i, a, t.category, t.summary) for i, (a, t) in enumerate(zip(attempts, runs))]
+    last = runs[-1]
+    return last.model_copy(update={"attempts": tuple(records), "notes": last.notes + (history_note(records),)})
+
+
+def _triage_attempt(rows: list[SacctRow]) -> JobTriage:
+    """The verdict on one attempt of a job from its rows (job row(s) first, then steps, in any order)."""
     jobs = [r for r in rows if r.is_job]
     steps = [r for r in rows if not r.is_job]
     job = jobs[0] if jobs else rows[0]
