@@ -474,10 +474,10 @@ def read_sacct_file(path: str, stdin: Optional[IO[str]] = None) -> list[SacctRow
 
 
 def run_sacct(job_ids: list[str], timeout: float = SACCT_TIMEOUT) -> list[SacctRow]:
-    """`sacct -P` for these jobs (all their steps). Raises SlurmError with sacct's own words."""
+    """`sacct -P -D` for these jobs (all their steps, every attempt). Raises SlurmError with sacct's own words."""
     ids = ",".join(job_ids)
     for fields in (FIELDS, CORE_FIELDS):
-        cmd = ["sacct", "-P", "-j", ids, "-o", ",".join(fields)]
+        cmd = ["sacct", "-P", "-D", "-j", ids, "-o", ",".join(fields)]  # -D: every attempt of a requeued job
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, errors="replace")
         except FileNotFoundError:
