@@ -178,6 +178,8 @@ class RootCause(_Frozen):
     evidence: tuple[str, ...] = ()
     promoted: bool = False  # a symptom-role finding chosen because no cause was found
     frame: Optional[str] = None  # file:line of the innermost Python frame
+    raised_at: Optional[str] = None  # file:line of the innermost frame in the user's code (not the Python installation, not site-packages)
+    raised_in: Optional[str] = None  # file:line of the innermost frame overall (where the error was raised)
     processes: int = 1  # how many processes raised this same error
     stragglers: tuple[int, ...] = ()  # ranks that never reported a collective timeout
     job_level: bool = False  # a scheduler/launcher event about the whole job, not one rank
