@@ -143,6 +143,8 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         evidence=tuple(evidence),
         promoted=promoted,
         frame=frame,
+        raised_at=root.user_frame() if frame else None,
+        raised_in=frame,
         processes=processes,
         stragglers=tuple(stragglers),
         job_level=rank is None and not ranks and rule.spec.attribution == "text",

@@ -10,11 +10,11 @@ the state grows with the number of ranks and distinct failures, not with the log
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Optional
 
+from slurmdoc import frames
 from slurmdoc.diagnosis.attempts import Mark
 from slurmdoc.diagnosis.cap import EarliestCauses
 from slurmdoc.diagnosis.ranks import parse_tasks, to_int
@@ -27,7 +27,6 @@ MAX_CAUSES = 20_000
 JOURNAL_MAX = 5_000  # findings kept to split the job into attempts (beyond: no split)
 MAX_LAST = 50_000  # streams whose last finding is kept to merge multi-line reports
 MAX_STREAMS_SEEN = 500_000
-FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
@@ -67,13 +66,16 @@ class Finding:
     def frame(self) -> Optional[str]:
         """file:line of the innermost Python frame before the reported exception line."""
         ev = self.event
+        return frames.raised_in(ev.lines, self._index()) if ev.kind == "traceback" else None
+
+    def user_frame(self) -> Optional[str]:
+        """file:line of the innermost frame in the user's code before the reported exception
+        line (outside the Python installation and site-packages); in a chain whose first
+        exception was raised in library code only, the user's frame of a later exception."""
+        ev = self.event
         if ev.kind != "traceback":
             return None
-        for text in reversed(ev.lines[: self._index()]):
-            m = FRAME.match(text)
-            if m:
-                return f"{m.group(1)}:{m.group(2)}"
-        return None
+        return frames.raised_at(ev.lines, self._index()) or frames.raised_at(ev.lines)
 
 
 @dataclass
