@@ -118,3 +118,58 @@ def test_looks_binary():
     assert not looks_binary("Überprüfung fehlgeschlagen: Fehler beim Laden\n".encode("latin-1") * 20)
     assert looks_binary(b"\x00\x01\x02" * 100)
     assert not looks_binary(b"plain text \x1b[31mred\x1b[0m\n")
+
+
+# ---- a log's tail read on its own keeps the file's name and line numbers -----------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from slurmdoc.ingest.sources import tail_input  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet="ab \u00e9", max_size=12), min_size=1, max_size=40), st.integers(0, 400), st.booleans())
+def test_a_tail_is_the_files_lines_from_the_first_whole_one_with_their_numbers(tmp_path_factory, texts, nbytes, final_newline):
+    p = tmp_path_factory.mktemp("tail") / "job.log"
+    body = "\n".join(texts) + ("\n" if final_newline else "")
+    p.write_bytes(body.encode("utf-8"))
+    whole = list(read_lines(make_inputs([str(p)], [])[0], []))
+    raw = body.encode("utf-8")
+    start = max(0, len(raw) - nbytes)
+    if start > 0:  # the first line that starts within the last nbytes
+        nl = raw.find(b"\n", start - 1)
+        start = len(raw) if nl < 0 else nl + 1
+    first = raw.count(b"\n", 0, start) + 1
+    inp = tail_input(str(p), nbytes)
+    got = list(read_lines(inp, []))
+    assert inp.info.path == str(p)
+    assert got == ([(n, t) for n, t in whole if n >= first] if start < len(raw) else [])
+    assert inp.info.first_line == (first if nbytes < len(raw) else 1)
+
+
+def test_a_gzip_log_is_read_whole_not_cut(tmp_path):
+    p = tmp_path / "job.log.gz"
+    p.write_bytes(gzip.compress(b"".join(b"line %d\n" % i for i in range(1000))))
+    inp = tail_input(str(p), 100)
+    assert inp.info.first_line == 1 and len(list(read_lines(inp, []))) == 1000
+
+
+def test_budget_cut_diagnosis_names_the_real_path_and_line(tmp_path):
+    # the part of a log a time budget allows: its failure is reported where it is in the file,
+    # not as line 4 of an anonymous <stdin>
+    from slurmdoc.api import diagnose
+
+    log = tmp_path / "slurm-7.out"
+    with open(log, "w") as fh:
+        for i in range(50_000):
+            fh.write(f"0: step {i} loss 2.3\n")
+        fh.write('1: Traceback (most recent call last):\n1:   File "t.py", line 1, in <module>\n'
+                 "1: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+        fh.write("0: step 50000 loss 2.3\n" * 10)
+    for exact in (False, True):
+        kw = {"budget": None} if exact else {}
+        d = diagnose([str(log)], tail_bytes=4096, **kw)
+        assert d.root_cause is not None and d.root_cause.rank == 1
+        assert d.root_cause.source == f"{log}:50003", d.root_cause.source
+        assert any("diagnosed from line" in w and str(log) in w for w in d.warnings)

@@ -75,8 +75,12 @@ def diagnose(
     on_bytes: Optional[Callable[[int], None]] = None,
     budget: Optional[Budget] = Budget(),
     stats: Optional[dict] = None,
+    tail_bytes: Optional[int] = None,
 ) -> Diagnosis:
     """Read the logs at `paths` (files, directories, globs, '-'), and name the root cause.
+
+    `tail_bytes`: read only the last bytes of each log file (a diagnosis cut short by a
+    time budget); sources keep the file's path and line numbers.
 
     `budget` sets how much the fast reader parses around what the prefilter finds (see
     ingest/scan.py); `budget=None` parses every line. `stats`, when given, receives the
@@ -85,7 +89,7 @@ def diagnose(
     """
     book = rulebook if rulebook is not None else load_rulebook(rule_dirs)
     warnings: list[str] = []
-    inputs = make_inputs(paths, warnings)
+    inputs = make_inputs(paths, warnings, tail_bytes)
     matcher = Matcher(book)
     assembler = Assembler(matcher.interesting)
     analyzer = Analyzer([i.info for i in inputs], skew=skew)

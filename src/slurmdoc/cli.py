@@ -64,14 +64,18 @@ def diagnose(
     job: Optional[str] = typer.Option(None, "--job", "-j", metavar="JOBID", help="Diagnose a Slurm job: find its log (scontrol, sacct, slurm-%j.out) and join the diagnosis with its accounting record."),
     log: List[str] = typer.Option([], "--log", metavar="PATH", help="With --job: the job's log, instead of locating it (repeatable; PATH arguments work too)."),
     sacct_file: Optional[str] = typer.Option(None, "--sacct-file", metavar="FILE", help="With --job: saved `sacct -P`/`--json` output instead of running sacct."),
+    tail: Optional[int] = typer.Option(None, "--tail", min=1, metavar="BYTES", help="Read only the last BYTES of each log file (a huge log in part); sources keep the file's line numbers."),
 ) -> None:
     """Name the root-cause failure of a job log, its rank and node, the symptoms it caused, and a fix."""
     from slurmdoc.api import diagnose as api_diagnose
 
     def run(*a, **kw):
-        return api_diagnose(*a, budget=None, **kw) if exact else api_diagnose(*a, **kw)
+        return api_diagnose(*a, budget=None, tail_bytes=tail, **kw) if exact else api_diagnose(*a, tail_bytes=tail, **kw)
 
     paths = list(paths or [])
+    if job is not None and tail is not None:
+        _err("error: --tail goes with log files, not with --job")
+        raise typer.Exit(2)
     if job is None and (log or sacct_file):
         _err("error: --log and --sacct-file go with --job JOBID")
         raise typer.Exit(2)

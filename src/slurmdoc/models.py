@@ -27,6 +27,7 @@ class SourceInfo:
     rank_hint_local: bool = False  # the path names a local rank (torchrun --log-dir)
     node_index_hint: Optional[int] = None  # per-node file: node index from the path
     attempt: Optional[int] = None  # torchrun attempt_K
+    first_line: int = 1  # the number its first line has in the file (a tail read on its own)
 
 
 @dataclass(slots=True)

@@ -225,7 +225,7 @@ class Scan:
         view = memoryview(data)
         filled = 0  # bytes held in data
         offset = 0  # input offset of data[0]
-        lineno = 0  # lines before data[0]
+        lineno = self.inp.info.first_line - 1  # lines before data[0]
         first = True
         eof = False
         in_window = False

@@ -233,12 +233,19 @@ def _open_stdin() -> BinaryIO:
     return buffered  # type: ignore[return-value]
 
 
-def make_inputs(paths: list[str], warnings: list[str]) -> list[Input]:
+def make_inputs(paths: list[str], warnings: list[str], tail_bytes: Optional[int] = None) -> list[Input]:
+    """One Input per file; with `tail_bytes`, each regular file's last bytes only (tail_input)."""
     files = expand(paths, warnings)
     inputs: list[Input] = []
     for i, p in enumerate(files):
         if p == "-":
             inputs.append(Input(SourceInfo(index=i, path="<stdin>"), _open_stdin, None))
+            continue
+        if tail_bytes is not None:
+            inp = tail_input(p, tail_bytes, i)
+            if inp.info.first_line > 1:
+                warnings.append(f"{p}: diagnosed from line {inp.info.first_line} on (its last {inp.size} bytes), not the lines before")
+            inputs.append(inp)
             continue
         hints = path_hints(p)
         size: Optional[int] = None
@@ -249,6 +256,54 @@ def make_inputs(paths: list[str], warnings: list[str]) -> list[Input]:
             pass
         inputs.append(Input(SourceInfo(index=i, path=p, **hints), (lambda p=p: _open_file(p)), size))
     return inputs
+
+
+def tail_input(path: str, nbytes: int, index: int = 0) -> Input:
+    """The last `nbytes` of a log file (from the first line that starts within them), read
+    as an input of its own that keeps the file's name and line numbers: what a diagnosis
+    cut short by a time budget reads, and still names `path:line` as the whole file would.
+
+    The lines before the tail are counted (newlines only, at memory speed), not parsed.
+    A gzip file or anything but a regular file is read whole: its bytes are no lines.
+    """
+    hints = path_hints(path)
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or f.read(2) == b"\x1f\x8b" or st.st_size <= nbytes:
+                raise LookupError
+            size = st.st_size
+            start = size - max(0, nbytes)
+            f.seek(start - 1)
+            while True:  # the tail starts after the newline that ends the line cut by `start`
+                piece = f.read(1 << 16)
+                nl = piece.find(b"\n")
+                if nl >= 0:
+                    start = f.tell() - len(piece) + nl + 1
+                    break
+                if not piece:
+                    start = size
+                    break
+            f.seek(0)
+            lines = 0
+            left = start
+            buf = bytearray(1 << 22)
+            view = memoryview(buf)
+            while left > 0:
+                n = f.readinto(view[: min(left, len(buf))])
+                if not n:
+                    break
+                lines += buf.count(b"\n", 0, n)
+                left -= n
+    except (OSError, LookupError):
+        return Input(SourceInfo(index=index, path=path, **hints), (lambda: _open_file(path)), None)
+
+    def open_tail() -> BinaryIO:
+        f = open(path, "rb", buffering=0)
+        f.seek(start)
+        return io.BufferedReader(_UpTo(f, size - start), buffer_size=1 << 16)  # type: ignore[return-value]
+
+    return Input(SourceInfo(index=index, path=path, first_line=lines + 1, **hints), open_tail, size - start)
 
 
 class _Prefixed(io.RawIOBase):
@@ -318,7 +373,7 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
     long_lines = 0
     pending = 0  # bytes read but not yet reported (progress is reported per MiB, not per line)
     try:
-        lineno = 0
+        lineno = inp.info.first_line - 1
         first = True
         while True:
             try:
