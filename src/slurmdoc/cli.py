@@ -275,6 +275,43 @@ def triage(
     raise typer.Exit(1 if report.status == "failed" else 0)
 
 
+@app.command(epilog="Exit codes: 0 no job failed, 1 at least one job failed, 2 usage error or no readable input, "
+             "3 invalid rule pack. `scan merge PART...` (a first argument `merge`) builds the report from the parts "
+             "that `scan --shard I/N` wrote.")
+def scan(
+    paths: List[str] = typer.Argument(None, metavar="PATH", help="Log files, directories or globs of many jobs; or `merge PART...`."),
+    fmt: str = typer.Option("text", "--format", "-f", metavar="FORMAT", help="text (terminal), json, markdown, jsonl (one line per job)."),
+    rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="User rule directory (repeatable)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, max=256, metavar="K", help="Diagnose with K processes."),
+    shard: Optional[str] = typer.Option(None, "--shard", metavar="I/N", help="Only every N-th job from the I-th (0-based); writes a part for `scan merge`."),
+    cache: Optional[str] = typer.Option(None, "--cache", metavar="FILE", help="Reuse verdicts of unchanged logs (keyed by path, size, mtime and the rule pack)."),
+    ledger: Optional[str] = typer.Option(None, "--ledger", metavar="FILE", help="Summarise the epilog's JSON-lines ledger instead of reading logs."),
+    suspect_min: int = typer.Option(2, "--suspect-min", min=1, metavar="N", help="Hardware-looking root causes that make a node a suspect."),
+    top: int = typer.Option(20, "--top", min=1, max=10000, metavar="N", help="Signatures and node suspects listed."),
+) -> None:
+    """Diagnose many jobs, each on its own: one row per job, then the fleet summary (categories, signatures, per day, node suspects, unclassified rate)."""
+    from slurmdoc.fleet.command import ScanRequest, run_scan
+
+    paths = list(paths or [])
+    parts = None
+    if paths and paths[0] == "merge" and not os.path.exists("merge"):
+        parts, paths = paths[1:], []
+    try:
+        req = ScanRequest(paths=paths, fmt=fmt, rule_dirs=_rule_dirs(rules), jobs=jobs, shard=shard, cache=cache,
+                          ledger=ledger, merge_parts=parts, suspect_min=suspect_min, top=top)
+        code = run_scan(req, sys.stdout, lambda w: _err(f"warning: {w}"))
+    except SlurmdocError as e:
+        _err(f"error: {e.one_line()}")
+        raise typer.Exit(e.exit_code)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        raise typer.Exit(130)
+    except BrokenPipeError:
+        _silence_stdout()
+        code = 0
+    raise typer.Exit(code)
+
+
 # ---- rules: authoring commands --------------------------------------------------------
 
 rules_app = typer.Typer(
