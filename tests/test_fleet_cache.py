@@ -16,9 +16,9 @@ def scan_counting(monkeypatch, req):
     seen = []
     real = run_mod.diagnose_one
 
-    def counting(item):
-        seen.append(item[1])
-        return real(item)
+    def counting(work):
+        seen.append(work.job_id)
+        return real(work)
 
     monkeypatch.setattr(run_mod, "diagnose_one", counting)
     buf = io.StringIO()

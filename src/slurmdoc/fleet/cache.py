@@ -41,7 +41,9 @@ def pack_fingerprint(rule_dirs: list[str]) -> str:
 
 
 def files_key(fingerprint: str, paths: tuple[str, ...]) -> Optional[str]:
-    """The cache key of a job's files; None when one cannot be stat'ed (never cached)."""
+    """The cache key of a job's files; None when there is none or one cannot be stat'ed (never cached)."""
+    if not paths:
+        return None
     h = hashlib.sha256(fingerprint.encode())
     for p in paths:
         try:

@@ -28,23 +28,39 @@ class ScanRequest:
     merge_parts: Optional[list[str]] = None  # `scan merge PART...`
     suspect_min: int = 2
     top: int = 20
+    since: Optional[str] = None  # the jobs from sacct instead of PATHs
+    until: Optional[str] = None
+    users: list[str] = field(default_factory=list)
+    partitions: list[str] = field(default_factory=list)
+    states: list[str] = field(default_factory=list)
+    sacct_file: Optional[str] = None
+
+    def window(self):
+        if not (self.since or self.until or self.users or self.partitions or self.states or self.sacct_file):
+            return None
+        from slurmdoc.fleet.accounting import Window
+
+        return Window(self.since, self.until, list(self.users), list(self.partitions), list(self.states), self.sacct_file)
 
 
 def _records(req: ScanRequest, warnings: list[str]) -> tuple[int, Iterator[JobRecord]]:
     if req.merge_parts is not None:
-        if req.shard or req.ledger or req.cache:
+        if req.shard or req.ledger or req.cache or req.window() is not None:
             raise InputError("scan merge takes parts only (no --shard, --ledger or --cache)")
         return merge(req.merge_parts)
     if req.ledger is not None:
-        if req.paths or req.shard or req.cache:
+        if req.paths or req.shard or req.cache or req.window() is not None:
             raise InputError("--ledger summarises the ledger alone (no PATH, --shard or --cache)")
         from slurmdoc.fleet.ledger import ledger_records
 
         return -1, ledger_records(req.ledger, warnings)
-    if not req.paths:
-        raise InputError("no log given", "name log files, directories or globs, or --ledger FILE")
+    window = req.window()
+    if window is not None and req.paths:
+        raise InputError("PATHs or jobs from sacct (--since/--until/--user/--partition/--state/--sacct-file), not both")
+    if not req.paths and window is None:
+        raise InputError("no log given", "name log files, directories or globs, --since TIME (jobs from sacct), or --ledger FILE")
     shard = parse_shard(req.shard) if req.shard else None
-    return scan(ScanOptions(req.paths, req.rule_dirs, req.jobs, shard, req.cache), warnings)
+    return scan(ScanOptions(req.paths, req.rule_dirs, req.jobs, shard, req.cache, window), warnings)
 
 
 def run_scan(req: ScanRequest, out: IO[str], warn: Callable[[str], None]) -> int:

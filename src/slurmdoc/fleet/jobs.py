@@ -148,11 +148,12 @@ def job_of(path: str) -> tuple[Optional[str], str]:
     return None, "directory"
 
 
-def _order(key: str) -> tuple:
-    if key.startswith("dir:"):
-        return (1, key, 0, 0)
-    head, _, task = key.partition("_")
-    return (0, "", int(head), int(task) if task.isdigit() else -1)
+def job_order(key: str) -> tuple:
+    """Job ids numerically (12 < 12_3 < 13; a het component 12+1 after 12), then anything else by name."""
+    m = re.fullmatch(r"(\d+)(?:_(\d+))?(?:\+(\d+))?", key)
+    if m is None:
+        return (1, key, 0, 0, 0)
+    return (0, "", int(m.group(1)), int(m.group(2)) if m.group(2) else -1, int(m.group(3)) if m.group(3) else -1)
 
 
 def group_files(files: list[str]) -> list[JobFiles]:
@@ -176,7 +177,7 @@ def group_files(files: list[str]) -> list[JobFiles]:
             (owner,) = owners
             by_key[owner].extend(by_key.pop(key))
     out = []
-    for key in sorted(by_key, key=_order):
+    for key in sorted(by_key, key=job_order):
         jid = None if key.startswith("dir:") else key
         out.append(JobFiles(key, jid, tuple(by_key[key]), how[key]))
     return out

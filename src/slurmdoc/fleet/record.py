@@ -37,6 +37,11 @@ class JobRecord:
     partition: Optional[str] = None
     state: Optional[str] = None  # Slurm's State / ExitCode when the accounting is known
     exit_code: Optional[str] = None
+    elapsed_s: Optional[int] = None  # efficiency, from the accounting
+    time_use: Optional[float] = None  # elapsed / time limit
+    max_rss_bytes: Optional[int] = None
+    mem_use: Optional[float] = None  # peak task RSS / memory requested per node
+    log_found_by: Optional[str] = None
     error: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -105,3 +110,39 @@ def from_diagnosis(index: int, job_id: Optional[str], paths: tuple[str, ...], d)
 def from_error(index: int, job_id: Optional[str], paths: tuple[str, ...], message: str) -> JobRecord:
     return JobRecord(index=index, job_id=job_id, where=_where(paths), files=len(paths), status="error",
                      error=message[:MAX_MESSAGE], time=_mtime(paths))
+
+
+def from_accounting(index: int, paths: tuple[str, ...], d, acct, found_by: Optional[str], note: Optional[str]) -> JobRecord:
+    """A job from the accounting: its log's diagnosis (when found) joined with its record, as
+    `diagnose --job` joins them, plus the accounting's own columns (user, partition, state,
+    exit code, time and memory used against the request)."""
+    from slurmdoc.slurm.fuse import fuse
+
+    jv = fuse(acct.job_id, d, acct, logs=paths if d is not None else (), log_found_by=found_by if d is not None else None,
+              log_note=None if d is not None else note)
+    if d is not None:
+        rec = from_diagnosis(index, acct.job_id, paths, d)
+    else:
+        rec = JobRecord(index=index, job_id=acct.job_id, where=acct.work_dir or "-", files=0, status="no_failure")
+    log_cat = rec.category
+    rec.status = jv.status
+    rec.category = jv.category
+    if jv.rank is not None:
+        rec.rank = jv.rank
+    if rec.category is None:
+        rec.signature = None
+    elif rec.category != log_cat or rec.signature is None:
+        rec.signature = signature(rec.category, acct.summary)
+        rec.message = rec.message or acct.summary
+    rec.user, rec.partition = acct.user, acct.partition
+    rec.state, rec.exit_code = acct.state, acct.exit_code
+    rec.time = (acct.end or acct.start or rec.time or "")[:19] or None
+    rec.elapsed_s, rec.max_rss_bytes = acct.elapsed_s, acct.max_rss_bytes
+    if acct.elapsed_s is not None and acct.timelimit_s:
+        rec.time_use = round(acct.elapsed_s / acct.timelimit_s, 3)
+    if acct.max_rss_bytes and acct.req_mem_per_node_bytes:
+        rec.mem_use = round(acct.max_rss_bytes / acct.req_mem_per_node_bytes, 3)
+    rec.log_found_by = found_by if d is not None else None
+    if d is None:
+        rec.error = note
+    return rec

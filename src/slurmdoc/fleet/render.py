@@ -119,10 +119,20 @@ class TextOut(Output):
                 "-" if r.rank is None else str(r.rank), r.node or "-", r.evidence or "-")
         cells = "  ".join(f"{v:<{w}}" for v, (_, w) in zip(vals, COLS))
         tail = r.signature or (r.error or "")
-        self.out.write(f"{cells}  {tail}\n")
+        self.out.write(f"{cells}  {tail}{_use(r)}\n")
 
     def finish(self, summary: dict) -> None:
         self.out.write("\n" + "\n".join(summary_lines(summary)) + "\n")
+
+
+def _use(r: JobRecord) -> str:
+    """Efficiency from the accounting: time and memory used against the request."""
+    bits = []
+    if r.time_use is not None:
+        bits.append(f"time {_pct(r.time_use)} of limit")
+    if r.mem_use is not None:
+        bits.append(f"mem {_pct(r.mem_use)} of request")
+    return f"  [{', '.join(bits)}]" if bits else ""
 
 
 def _short(where: str, width: int) -> str:
@@ -140,7 +150,7 @@ class MarkdownOut(Output):
 
     def row(self, r: JobRecord) -> None:
         cells = [_job(r), r.status, f"`{r.category}`" if r.category else "-", "-" if r.rank is None else str(r.rank),
-                 r.node or "-", r.evidence or "-", r.signature or (r.error or "")]
+                 r.node or "-", r.evidence or "-", (r.signature or (r.error or "")) + _use(r)]
         self.out.write("| " + " | ".join(_cell(c) for c in cells) + " |\n")
 
     def finish(self, summary: dict) -> None:

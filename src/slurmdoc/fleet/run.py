@@ -7,7 +7,7 @@ import heapq
 import json
 import multiprocessing as mp
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from slurmdoc.errors import InputError, SlurmdocError
 from slurmdoc.fleet.jobs import JobFiles, group_paths
@@ -26,6 +26,20 @@ class ScanOptions:
     jobs: int = 1
     shard: Optional[tuple[int, int]] = None  # (I, N): every N-th job from the I-th
     cache: Optional[str] = None
+    window: Any = None  # fleet.accounting.Window: the jobs come from sacct, not from PATHs
+
+
+@dataclass
+class Work:
+    """One job to diagnose (picklable: it goes to a worker process)."""
+
+    index: int
+    job_id: Optional[str]
+    paths: tuple[str, ...]
+    acct: Any = None  # JobTriage, when the job comes from the accounting
+    found_by: Optional[str] = None
+    note: Optional[str] = None
+    located: bool = False
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -46,18 +60,26 @@ def _init(rule_dirs: list[str]) -> None:
         _BOOK = load_rulebook(rule_dirs)
 
 
-def diagnose_one(item: tuple[int, Optional[str], tuple[str, ...]]) -> JobRecord:
+def diagnose_one(w: Work) -> JobRecord:
     """One job's record (runs in a worker process). Never raises for a bad log."""
     from slurmdoc.api import diagnose
 
-    index, job_id, paths = item
-    try:
-        d = diagnose(list(paths), rulebook=_BOOK)
-    except SlurmdocError as e:
-        return from_error(index, job_id, paths, e.one_line())
-    except Exception as e:  # noqa: BLE001 - one bad job must not end a scan of thousands
-        return from_error(index, job_id, paths, f"internal error: {type(e).__name__}: {e}")
-    return from_diagnosis(index, job_id, paths, d)
+    d = None
+    error = None
+    if w.paths:
+        try:
+            d = diagnose(list(w.paths), rulebook=_BOOK)
+        except SlurmdocError as e:
+            error = e.one_line()
+        except Exception as e:  # noqa: BLE001 - one bad job must not end a scan of thousands
+            error = f"internal error: {type(e).__name__}: {e}"
+    if w.acct is not None:
+        from slurmdoc.fleet.record import from_accounting
+
+        return from_accounting(w.index, w.paths, d, w.acct, w.found_by, error or w.note)
+    if d is None:
+        return from_error(w.index, w.job_id, w.paths, error or "no log")
+    return from_diagnosis(w.index, w.job_id, w.paths, d)
 
 
 def listing(paths: list[str], warnings: list[str]) -> list[JobFiles]:
@@ -70,14 +92,30 @@ def listing(paths: list[str], warnings: list[str]) -> list[JobFiles]:
 def scan(opts: ScanOptions, warnings: list[str]) -> tuple[int, Iterator[JobRecord]]:
     """(number of jobs in the whole listing, records of this shard's jobs in listing order).
     The rule pack is loaded before returning, so an invalid pack fails here."""
-    groups = listing(opts.paths, warnings)
-    total = len(groups)
-    items = [(i, g.job_id, g.paths) for i, g in enumerate(groups)]
+    if opts.window is not None:
+        from slurmdoc.fleet.accounting import accounting_jobs
+
+        jobs = accounting_jobs(opts.window)
+        total = len(jobs)
+        items = [Work(i, j.job_id, (), acct=j) for i, j in enumerate(jobs)]
+    else:
+        groups = listing(opts.paths, warnings)
+        total = len(groups)
+        items = [Work(i, g.job_id, g.paths) for i, g in enumerate(groups)]
     if opts.shard is not None:
         k, n = opts.shard
-        items = [it for it in items if it[0] % n == k]
+        items = [it for it in items if it.index % n == k]
     _init(opts.rule_dirs)
     return total, _records(items, opts)
+
+
+def _locate(w: Work) -> Work:
+    if w.acct is not None and not w.located:
+        from slurmdoc.fleet.accounting import locate_logs
+
+        w.paths, w.found_by, w.note = locate_logs(w.acct)
+        w.located = True
+    return w
 
 
 def _records(items: list, opts: ScanOptions) -> Iterator[JobRecord]:
@@ -89,18 +127,20 @@ def _records(items: list, opts: ScanOptions) -> Iterator[JobRecord]:
 
         cache = Cache(opts.cache)
         fp = pack_fingerprint(opts.rule_dirs)
-        for j, (i, _, paths) in enumerate(items):
-            keys[j] = files_key(fp, paths)
-            cached[j] = cache.get(keys[j], i)
+        for j, w in enumerate(items):
+            _locate(w)
+            extra = w.acct.model_dump_json() if w.acct is not None else ""
+            keys[j] = files_key(fp + extra, w.paths)
+            cached[j] = cache.get(keys[j], w.index)
     todo = [it for it, c in zip(items, cached) if c is None]
     pool = None
     try:
         if opts.jobs > 1 and len(todo) > 1:
             ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
             pool = ctx.Pool(min(opts.jobs, len(todo)), initializer=_init, initargs=(opts.rule_dirs,))
-            fresh = pool.imap(diagnose_one, todo, chunksize=1)
+            fresh = pool.imap(diagnose_one, map(_locate, todo), chunksize=1)
         else:
-            fresh = map(diagnose_one, todo)
+            fresh = map(diagnose_one, map(_locate, todo))
         for j, c in enumerate(cached):
             if c is not None:
                 yield c
