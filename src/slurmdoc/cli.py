@@ -288,6 +288,12 @@ def scan(
     ledger: Optional[str] = typer.Option(None, "--ledger", metavar="FILE", help="Summarise the epilog's JSON-lines ledger instead of reading logs."),
     suspect_min: int = typer.Option(2, "--suspect-min", min=1, metavar="N", help="Hardware-looking root causes that make a node a suspect."),
     top: int = typer.Option(20, "--top", min=1, max=10000, metavar="N", help="Signatures and node suspects listed."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="TIME", help="Jobs from sacct that ended since TIME (2026-11-01, now-7days) instead of PATHs; logs located as diagnose --job does."),
+    until: Optional[str] = typer.Option(None, "--until", metavar="TIME", help="With --since: up to TIME (give it when sharding)."),
+    user: List[str] = typer.Option([], "--user", "-u", metavar="USER", help="With --since: only these users' jobs (repeatable, or a comma list)."),
+    partition: List[str] = typer.Option([], "--partition", metavar="P", help="With --since: only these partitions."),
+    state: List[str] = typer.Option([], "--state", metavar="STATE", help="With --since: only jobs that ended in these states (FAILED, TIMEOUT, ...)."),
+    sacct_file: Optional[str] = typer.Option(None, "--sacct-file", metavar="FILE", help="Saved `sacct -P -D` or `--json` output instead of running sacct."),
 ) -> None:
     """Diagnose many jobs, each on its own: one row per job, then the fleet summary (categories, signatures, per day, node suspects, unclassified rate)."""
     from slurmdoc.fleet.command import ScanRequest, run_scan
@@ -298,7 +304,9 @@ def scan(
         parts, paths = paths[1:], []
     try:
         req = ScanRequest(paths=paths, fmt=fmt, rule_dirs=_rule_dirs(rules), jobs=jobs, shard=shard, cache=cache,
-                          ledger=ledger, merge_parts=parts, suspect_min=suspect_min, top=top)
+                          ledger=ledger, merge_parts=parts, suspect_min=suspect_min, top=top, since=since,
+                          until=until, users=list(user), partitions=list(partition), states=list(state),
+                          sacct_file=sacct_file)
         code = run_scan(req, sys.stdout, lambda w: _err(f"warning: {w}"))
     except SlurmdocError as e:
         _err(f"error: {e.one_line()}")
