@@ -24,6 +24,7 @@ from slurmdoc.slurm import epilog as ep
 DATA = Path(__file__).parent / "data" / "sacct"
 SCHEMA = json.loads((Path(__file__).parent / "contract_schema.json").read_text())
 JOB = "987001"
+OWNER = {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}  # as slurmd sets them
 
 
 def run(args, env_extra=None, timeout=60):
@@ -68,7 +69,7 @@ def test_sbatch_line_form(job_dir):
 def test_slurm_epilog_environment(job_dir):
     env = {"SLURM_JOB_ID": JOB, "SLURM_JOB_EXIT_CODE2": "15:0", "SLURM_JOB_EXIT_CODE": "3840",
            "SLURM_JOB_STDOUT": str(job_dir / "slurm-%j.out"), "SLURM_JOB_WORK_DIR": str(job_dir),
-           "SLURM_SCRIPT_CONTEXT": "epilog_slurmctld"}
+           "SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", **OWNER}
     p, _ = run(["--no-sacct"], env)
     assert p.returncode == 0 and p.stderr == ""
     rep = json.loads((job_dir / f"slurm-{JOB}.slurmdoc.json").read_text())
@@ -245,7 +246,7 @@ def test_node_epilog_acts_on_the_batch_host_only(monkeypatch, job_dir):
     monkeypatch.setattr("slurmdoc.slurm.locate.scontrol_show_job",
                         lambda *a, **k: [{"JobId": JOB, "BatchHost": "n1", "StdOut": str(job_dir / "slurm-%j.out")}])
     env = {"SLURM_JOB_ID": JOB, "SLURMD_NODENAME": "n2", "SLURM_SCRIPT_CONTEXT": "epilog_slurmd",
-           "SLURM_JOB_EXIT_CODE2": "1:0"}
+           "SLURM_JOB_EXIT_CODE2": "1:0", **OWNER}
     res = ep.run_epilog(ep.EpilogOptions(sacct=False), env=env)
     assert res.skipped and "batch host" in res.skipped and not res.wrote
     res = ep.run_epilog(ep.EpilogOptions(sacct=False), env=dict(env, SLURMD_NODENAME="n1"))

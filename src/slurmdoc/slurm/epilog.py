@@ -6,6 +6,13 @@ finishes within the time budget (the log's diagnosis runs in a child process tha
 its deadline; then the log's tail is diagnosed, and the report says "partial"), writes only
 into the directory of the job's log (or --out-dir) and the --ledger file, and reports its own
 problems on stderr in one line.
+
+Two halves (see privsep.py): the user side (`user_side`: find and read the log, diagnose it,
+write the reports) runs in a worker that, when the epilogue is root, has become the job's user
+first; the root side (`_run`: scontrol, sacct, ledger, webhook, comment) never opens a path in
+the user's tree and takes the worker's answer as untrusted, capped JSON. Every field that
+leaves the epilogue is capped (FIELD_MAX, PATH_MAX, VERDICT_MAX, COMMENT_MAX, REPORT_STR_MAX)
+and made printable UTF-8 (bytes that are not UTF-8 become backslash escapes).
 """
 
 from __future__ import annotations
@@ -144,95 +151,373 @@ def _accounting(job_id: str, ec, rec: Mapping[str, str], clock: _Clock, opts: Ep
     return triage_job([job_row] + steps)
 
 
-def _diagnose_subprocess(logs: list[str], clock: _Clock, reserve: float, opts: EpilogOptions, problems: list[str]):
-    """(Diagnosis | None, partial, note). Whole logs first; past ~60% of the time left, the tail
-    of the largest log instead."""
+# ---- bounds: what leaves the epilogue (ledger, webhook, Comment, report) is capped and printable
+
+FIELD_MAX = 256  # ids, job name, user, state, category, exit code
+PATH_MAX = 1024  # a log's or report's path in the ledger and webhook
+VERDICT_MAX = 1024  # the verdict line
+CONTRADICTIONS_MAX = 8  # entries, each at most VERDICT_MAX // 2
+REPORT_STR_MAX = 8192  # any one string in a written report
+REPORT_SEQ_MAX = 2000  # any one list in a written report
+RESULT_STR_MAX = 65536  # any one string the parent accepts from the worker
+
+
+def display(text: str) -> str:
+    """A str that encodes to UTF-8: bytes that were not UTF-8 in a path (held as surrogates)
+    become backslash escapes, e.g. a Latin-1 `\\xe9`."""
+    if not isinstance(text, str):
+        text = str(text)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") \
+            if _only_escapes(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _only_escapes(text: str) -> bool:
+    try:
+        text.encode("utf-8", "surrogateescape")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def cap(text, n: int) -> Optional[str]:
+    """At most n characters, printable in UTF-8; a cut string ends with an ellipsis."""
+    if text is None:
+        return None
+    t = display(text)
+    return t if len(t) <= n else t[: n - 1] + "\u2026"
+
+
+def _one_line(text: str, n: int) -> str:
+    """For scontrol's Comment: no control characters, one line, n characters at most."""
+    t = "".join(ch if ch.isprintable() else " " for ch in display(text))
+    return cap(" ".join(t.split()), n) or ""
+
+
+def _clean(obj, n: int = REPORT_STR_MAX, depth: int = 0):
+    """Every string capped and printable, every list bounded, for a written report."""
+    if depth > 40:
+        return None
+    if isinstance(obj, str):
+        return cap(obj, n)
+    if isinstance(obj, dict):
+        return {cap(k, FIELD_MAX): _clean(v, n, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v, n, depth + 1) for v in list(obj)[:REPORT_SEQ_MAX]]
+    return obj
+
+
+# ---- the user-side half: runs in the worker, as the job's user when the epilogue is root
+
+WRITE_RESERVE = 1.5  # seconds kept for rendering and writing the reports
+
+
+def prepare_user_side(req: dict) -> dict:
+    """Before the worker becomes the job's user: import what the user side needs and load the
+    rules (admin-owned code and files only), so nothing later depends on reading the install."""
+    from slurmdoc.api import diagnose  # noqa: F401
+    from slurmdoc.engine.loader import load_rulebook
+    from slurmdoc.errors import SlurmdocError
+    from slurmdoc.models import Diagnosis
+    from slurmdoc.slurm import fuse as _fuse  # noqa: F401
+    from slurmdoc.slurm import locate as _locate  # noqa: F401
+    from slurmdoc.slurm.models import JobVerdict
+
+    out: dict = {"book": None, "book_error": None}
+    try:
+        out["book"] = load_rulebook(list(req.get("rule_dirs") or []))
+    except SlurmdocError as e:
+        out["book_error"] = e.one_line()
+    # render once so that every module the text report pulls in lazily is loaded now
+    v = JobVerdict(job_id="0", status="failed", category="unknown", verdict="warm-up")
+    report_text(Diagnosis(status="failed", root_cause=None, symptoms=(), ranks_seen=0, verdict="warm-up", job=v), v)
+    return out
+
+
+def _diagnose_forked(paths: list[str], book, timeout: float, stdin_bytes: Optional[bytes] = None):
+    """(Diagnosis | None, timed_out, error). The diagnosis runs in a forked child (the loaded
+    rules come along) that is killed at its deadline."""
+    import pickle
+    import select
+    import signal as _signal
+
+    from slurmdoc.slurm.privsep import set_parent_death_signal
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            os.close(r)
+            set_parent_death_signal()
+            if stdin_bytes is not None:
+                fd = os.memfd_create("slurmdoc-tail")
+                view = memoryview(stdin_bytes)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.lseek(fd, 0, 0)
+                os.dup2(fd, 0)
+                sys.stdin = open(0, "r", closefd=False)  # noqa: SIM115
+            from slurmdoc.api import diagnose
+            from slurmdoc.errors import SlurmdocError
+
+            try:
+                msg = ("ok", diagnose(paths, rulebook=book).model_dump(mode="json"))
+            except SlurmdocError as e:
+                msg = ("error", e.one_line())
+            except MemoryError:
+                msg = ("error", "the diagnosis ran out of memory")
+            except BaseException as e:  # noqa: BLE001
+                msg = ("error", f"internal error: {type(e).__name__}: {e}")
+            data = pickle.dumps(msg)  # to its own parent, the same user: nothing crosses a boundary
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    end = time.monotonic() + timeout
+    timed_out = False
+    try:
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([r], [], [], min(left, 1.0))
+            if ready:
+                b = os.read(r, 1 << 20)
+                if not b:
+                    break
+                chunks.append(b)
+    finally:
+        os.close(r)
+        if timed_out:
+            try:
+                os.kill(pid, _signal.SIGKILL)
+            except OSError:
+                pass
+        os.waitpid(pid, 0)
+    if timed_out:
+        return None, True, None
+    try:
+        kind, body = pickle.loads(b"".join(chunks))
+    except Exception:  # noqa: BLE001
+        return None, False, "the diagnosis stopped without an answer"
+    if kind != "ok":
+        return None, False, str(body)
     from slurmdoc.models import Diagnosis
 
-    base = [sys.executable, "-m", "slurmdoc", "diagnose", "--format", "json", "--no-progress"]
-    for d in opts.rule_dirs:
-        base += ["--rules", d]
-    env = dict(os.environ, NO_COLOR="1")
+    return Diagnosis.model_validate(body), False, None
 
-    def run(args: list[str], timeout: float, stdin_bytes: Optional[bytes] = None):
-        p = subprocess.Popen(args, stdin=subprocess.PIPE if stdin_bytes is not None else subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-        try:
-            out, err = p.communicate(stdin_bytes, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, 9)
-            except OSError:
-                p.kill()
-            p.communicate()
-            return None, None, True
-        return p.returncode, (out, err), False
 
-    rc, res, timed_out = run(base + ["--"] + logs, clock.slice(3600, 0.6, reserve))
-    note = None
-    if not timed_out and res is not None:
-        out, err = res
-        if rc in (0, 1):
-            try:
-                return Diagnosis.model_validate_json(out), False, None
-            except Exception as e:  # noqa: BLE001
-                return None, False, f"diagnosis output unreadable ({type(e).__name__})"
-        msg = err.decode("utf-8", "replace").strip().splitlines()
-        msg = [m for m in msg if m.startswith("slurmdoc: error")] or msg or [f"exit status {rc}"]
-        return None, False, msg[-1].replace("slurmdoc: error: ", "")
-    # partial: the tail of the largest log
+def _diagnose_logs(logs: list[str], book, left, tail_bytes: int):
+    """(Diagnosis | None, partial, note). Whole logs first, with ~60% of the time; then the tail
+    of the largest log with what is left."""
+    diag, timed_out, err = _diagnose_forked(logs, book, max(0.1, left() * 0.6))
+    if not timed_out:
+        return diag, False, err
     try:
-        big = max(logs, key=lambda p: os.path.getsize(p) if os.path.isfile(p) else -1)
+        best, big = -1, logs[0]
+        for p in logs:
+            try:
+                size = os.stat(p).st_size
+            except OSError:
+                continue
+            if size > best:
+                best, big = size, p
         with open(big, "rb") as fh:
             size = fh.seek(0, 2)
-            fh.seek(max(0, size - TAIL_BYTES))
-            tail = fh.read(TAIL_BYTES)
-            if size > TAIL_BYTES:
+            fh.seek(max(0, size - tail_bytes))
+            tail = fh.read(tail_bytes)
+            if size > tail_bytes:
                 nl = tail.find(b"\n")
                 tail = tail[nl + 1:] if nl >= 0 else tail
     except OSError as e:
         return None, True, f"the diagnosis ran out of time and the log's tail could not be read ({e.strerror})"
-    if clock.left() - reserve < 0.5:
+    if left() < 0.5:
         return None, True, "the diagnosis ran out of time"
-    rc, res, timed_out = run(base + ["-"], clock.slice(3600, 1.0, reserve), tail)
-    note = f"the whole log did not fit the {clock.budget:.0f} s budget: diagnosed its last {len(tail) >> 10} KiB ({big})"
-    if timed_out or res is None or rc not in (0, 1):
+    diag, timed_out, err = _diagnose_forked(["-"], book, max(0.1, left()), tail)
+    if diag is None:
         return None, True, "the diagnosis ran out of time"
-    try:
-        return Diagnosis.model_validate_json(res[0]), True, note
-    except Exception:  # noqa: BLE001
-        return None, True, "the diagnosis ran out of time"
+    return diag, True, f"the whole log did not fit the budget: diagnosed its last {len(tail) >> 10} KiB ({display(big)})"
 
 
-def _atomic_write(directory: str, name: str, data: bytes, owner: Optional[tuple[int, int]]) -> str:
-    """Write `name` in `directory` through a fresh temporary file and a rename: a symlink planted
-    at the target is replaced, never followed."""
-    final = os.path.join(directory, name)
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if owner is not None and os.geteuid() == 0:
-            try:
-                os.chown(tmp, owner[0], owner[1])
-            except OSError:
-                pass
-        os.replace(tmp, final)
-    except BaseException:
+def _log_mode(logs: list[str]) -> int:
+    """The reports' mode: never more than the logs' (read/write bits they all share), 0600
+    without a log."""
+    import stat as _stat
+
+    mode = 0o666
+    seen = False
+    for p in logs:
         try:
-            os.unlink(tmp)
+            st = os.stat(p)
         except OSError:
-            pass
-        raise
-    return final
+            continue
+        seen = True
+        mode &= _stat.S_IMODE(st.st_mode)
+    return (mode & 0o666) if seen else 0o600
 
 
-def _append_ledger(path: str, line: str, clock: _Clock) -> None:
-    import fcntl
+def _write_reports(out_dir: str, files: list[tuple[str, bytes]], mode: int) -> list[str]:
+    """Each file through a fresh temporary file created in `out_dir` itself with
+    O_CREAT|O_EXCL|O_NOFOLLOW under an unguessable name, then renamed over the final name: what
+    is planted at the final name (symlink, hard link, FIFO) is replaced, never followed or opened.
+    Paths are resolved with the caller's own rights (the job's user, for a root epilogue)."""
+    import secrets
 
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
+    dfd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    wrote = []
     try:
+        for name, data in files:
+            for _ in range(8):
+                tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+                try:
+                    fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise OSError(errno.EEXIST, "no free temporary name")
+            try:
+                try:
+                    os.fchmod(fd, mode)
+                    view = memoryview(data)
+                    while view:
+                        n = os.write(fd, view)
+                        if n <= 0:
+                            raise OSError(errno.ENOSPC, "short write")
+                        view = view[n:]
+                finally:
+                    os.close(fd)
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=dfd)
+                except OSError:
+                    pass
+                raise
+            wrote.append(os.path.join(out_dir, name))
+    finally:
+        os.close(dfd)
+    return wrote
+
+
+def user_side(req: dict, prepared: dict) -> dict:
+    """Locate and read the job's log, diagnose it, join it with the accounting verdict the
+    parent sent, write the reports. Returns a JSON-able answer for the parent."""
+    from slurmdoc.models import Diagnosis
+    from slurmdoc.slurm.fuse import fuse
+    from slurmdoc.slurm.locate import JobContext, Located, locate_from_patterns
+    from slurmdoc.slurm.models import JobTriage
+
+    t0 = time.monotonic()
+    deadline = float(req.get("deadline") or 10.0)
+
+    def left() -> float:
+        return deadline - (time.monotonic() - t0) - WRITE_RESERVE
+
+    problems: list[str] = []
+    job_id = str(req["job_id"])
+    ctx = JobContext(**req["ctx"])
+    patterns = [str(p) for p in req.get("patterns") or []]
+    how = str(req.get("how") or "")
+    if patterns:
+        loc = locate_from_patterns(patterns, ctx, how)
+        if how == "given" and not loc.paths:
+            loc.note = f"the log {patterns[0]} does not exist"
+    else:
+        loc = Located(note=req.get("no_log_note") or "no log path known")
+    acct = JobTriage.model_validate(req["acct"]) if req.get("acct") else None
+
+    diag: Optional[Diagnosis] = None
+    partial = False
+    note = loc.note
+    dnote = None
+    logs = [p for p in loc.paths if os.path.isfile(p)]
+    if logs:
+        if prepared.get("book") is None:
+            dnote = prepared.get("book_error") or "the rules did not load"
+        else:
+            diag, partial, dnote = _diagnose_logs(logs, prepared["book"], left, int(req.get("tail_bytes") or TAIL_BYTES))
+        if dnote:
+            note = dnote if diag is None else note
+            if diag is not None and partial:
+                problems.append(dnote)
+    verdict = fuse(acct.job_id if acct is not None else job_id, diag, acct, logs=tuple(logs) if diag is not None else (),
+                   log_found_by=loc.how if diag is not None else None,
+                   log_note=None if diag is not None else (note or "no log found"), partial=partial,
+                   extra_notes=(dnote,) if partial and diag is not None and dnote else ())
+    if diag is None:
+        diag = Diagnosis(status="failed" if verdict.status == "failed" else "no_failure", root_cause=None,
+                         symptoms=(), ranks_seen=0, verdict=verdict.verdict, job=verdict)
+    else:
+        status = "failed" if verdict.status == "failed" else diag.status
+        diag = diag.model_copy(update={"job": verdict, "status": status})
+    if note and diag.lines_read == 0 and (verdict.status == "failed" or loc.expected):
+        problems.append(note)  # (a healthy job with --output=/dev/null is not a problem)
+
+    # where to write: --out-dir, else the log's directory
+    # a healthy job gets no report files, with or without a log (its ledger line still says so)
+    healthy = verdict.status == "no_failure" and not verdict.contradictions and not partial
+    out_dir = req.get("out_dir")
+    if out_dir is None:
+        if logs:
+            out_dir = os.path.dirname(os.path.abspath(logs[0]))
+        elif loc.expected and os.path.isdir(os.path.dirname(loc.expected)):
+            out_dir = os.path.dirname(loc.expected)
+        elif ctx.work_dir and os.path.isdir(ctx.work_dir):
+            out_dir = ctx.work_dir
+    if logs:
+        stem = os.path.basename(logs[0])
+        stem = stem.rsplit(".", 1)[0] if "." in stem else stem
+    else:
+        stem = f"slurm-{job_id}"
+    wrote: list[str] = []
+    skipped = None
+    if healthy and not req.get("always"):
+        skipped = "no failure: no report written (--always writes one)"
+    elif out_dir is None:
+        problems.append("no directory to write the report in (give --out-dir)")
+    else:
+        try:
+            clean = Diagnosis.model_validate(_clean(diag.model_dump(mode="json")))
+            jtext = clean.model_dump_json(indent=2) + "\n"
+            ttext = report_text(clean, clean.job)
+            wrote = _write_reports(out_dir, [(f"{stem}.slurmdoc.json", jtext.encode("utf-8")),
+                                             (f"{stem}.slurmdoc.txt", ttext.encode("utf-8", "backslashreplace"))],
+                                   _log_mode(logs))
+        except OSError as e:
+            problems.append(f"cannot write the report in {display(out_dir)} ({e.strerror or e})")
+    return {
+        "verdict": verdict.model_dump(mode="json"),
+        "wrote": wrote,
+        "problems": problems,
+        "partial": partial,
+        "skipped": skipped,
+        "log": logs[0] if logs else None,
+    }
+
+
+# ---- the root side: accounting, the worker's answer, ledger, webhook, comment
+
+
+def _append_ledger(path: str, line: bytes, clock: _Clock) -> None:
+    """All or nothing: one write of the whole line under an exclusive lock; a short or failed
+    write (a full disk, a file-size limit) is cut back to the size before, so the ledger is left
+    as it was. A ledger whose last line was left unterminated gets a newline first."""
+    import fcntl
+    import stat as _stat
+
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    try:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
         deadline = time.monotonic() + clock.slice(5, 0.3)
         while True:
             try:
@@ -242,7 +527,20 @@ def _append_ledger(path: str, line: str, clock: _Clock) -> None:
                 if e.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
                     raise TimeoutError("ledger is locked by another writer") from None
                 time.sleep(0.05)
-        os.write(fd, line.encode("utf-8"))
+        size = os.fstat(fd).st_size
+        data = line
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + line
+        try:
+            n = os.write(fd, data)
+            if n != len(data):
+                raise OSError(errno.ENOSPC, f"short write ({n} of {len(data)} bytes)")
+        except OSError:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise
     finally:
         os.close(fd)
 
@@ -268,14 +566,14 @@ def _post_webhook(url: str, payload: dict, timeout: float) -> Optional[str]:
     if t.is_alive():
         return f"webhook did not answer within {timeout:.1f} s"
     if "error" in box:
-        return f"webhook failed ({box['error']})"
+        return f"webhook failed ({cap(box['error'], FIELD_MAX)})"
     return None
 
 
 def _set_comment(job_id: str, text: str, admin: bool, timeout: float) -> Optional[str]:
     key = "AdminComment" if admin else "Comment"
     try:
-        p = subprocess.run(["scontrol", "update", f"JobId={job_id}", f"{key}={text[:COMMENT_MAX]}"],
+        p = subprocess.run(["scontrol", "update", f"JobId={job_id}", f"{key}={_one_line(text, COMMENT_MAX)}"],
                            capture_output=True, text=True, timeout=timeout, errors="replace")
     except (OSError, subprocess.SubprocessError) as e:
         return f"could not set {key} ({type(e).__name__})"
@@ -311,28 +609,67 @@ def run_epilog(opts: EpilogOptions, env: Optional[Mapping[str, str]] = None) -> 
         if isinstance(e, KeyboardInterrupt):
             res.problems.append("interrupted")
         else:
-            res.problems.append(f"internal error: {type(e).__name__}: {e}")
+            res.problems.append(f"internal error: {type(e).__name__}: {cap(str(e), FIELD_MAX)}")
+    res.problems = [cap(p, VERDICT_MAX) or "" for p in res.problems]
     return res
 
 
+def _worker_creds(env: Mapping[str, str], rec: Mapping[str, str], opts: EpilogOptions):
+    """(creds or None, refusal). As root, the user side runs as the job's owner; when that is
+    unknown inside Slurm (a job id from the environment), the user's files are not touched.
+    Run by hand (--job-id, no Slurm context), it acts with the caller's rights."""
+    from slurmdoc.slurm.privsep import job_creds
+
+    if os.geteuid() != 0:
+        return None, None
+    creds = job_creds(env, rec)
+    if creds is not None:
+        return creds, None
+    if opts.job_id and not env.get("SLURM_SCRIPT_CONTEXT") and not env.get("SLURM_JOB_ID"):
+        return None, None
+    return None, "the job's owner is unknown (no SLURM_JOB_UID, no scontrol record): its files are not read as root"
+
+
+def _answer(doc: Optional[dict]):
+    """The worker's answer, checked field by field: a JobVerdict, lists of capped strings."""
+    from slurmdoc.slurm.models import JobVerdict
+
+    if not doc:
+        return None
+    try:
+        verdict = JobVerdict.model_validate(doc.get("verdict"))
+    except Exception:  # noqa: BLE001
+        return None
+
+    def strs(v, n: int, most: int) -> list[str]:
+        return [cap(x, n) or "" for x in (v if isinstance(v, list) else [])[:most] if isinstance(x, str)]
+
+    log = doc.get("log")
+    skipped = doc.get("skipped")
+    return {
+        "verdict": verdict,
+        "wrote": strs(doc.get("wrote"), PATH_MAX, 4),
+        "problems": strs(doc.get("problems"), VERDICT_MAX, 16),
+        "partial": doc.get("partial") is True,
+        "skipped": cap(skipped, FIELD_MAX) if isinstance(skipped, str) else None,
+        "log": cap(log, PATH_MAX) if isinstance(log, str) else None,
+    }
+
+
 def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None:
-    from slurmdoc.models import Diagnosis
     from slurmdoc.slurm.fuse import fuse
-    from slurmdoc.slurm.locate import (
-        JobContext,
-        default_pattern,
-        expand,
-        locate_from_patterns,
-        pick_record,
-        scontrol_show_job,
-    )
+    from slurmdoc.slurm.locate import JobContext, default_pattern, pick_record, scontrol_show_job
+    from slurmdoc.slurm.privsep import run_worker
 
     clock = _Clock(opts.budget)
-    reserve = min(8.0, clock.budget * 0.25)  # kept for writing, ledger, webhook, comment
+    reserve = min(6.0, clock.budget * 0.2)  # kept for the ledger, webhook and comment
     problems = res.problems
     job_id = (opts.job_id or env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "").strip()
     if not job_id:
         problems.append("no job id: pass --job-id or run where SLURM_JOB_ID is set")
+        return
+    if len(job_id) > 64 or not all(c.isalnum() or c in "_+." for c in job_id):
+        problems.append(f"not a job id: {cap(job_id, 64)!r}")
         return
     res.job_id = job_id
     context = env.get("SLURM_SCRIPT_CONTEXT", "")
@@ -343,11 +680,11 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
     rec = pick_record(recs, job_id) if recs else {}
 
     if rec.get("HetJobOffset") not in (None, "", "0"):
-        res.skipped = f"component {rec['HetJobOffset']} of heterogeneous job {rec.get('HetJobId')}: its leader reports"
+        res.skipped = f"component {cap(rec['HetJobOffset'], 16)} of heterogeneous job {cap(rec.get('HetJobId'), 32)}: its leader reports"
         return
     node = env.get("SLURMD_NODENAME")
     if context == "epilog_slurmd" and not opts.all_nodes and node and rec.get("BatchHost") and node != rec["BatchHost"]:
-        res.skipped = f"not the batch host ({node} != {rec['BatchHost']})"
+        res.skipped = f"not the batch host ({cap(node, FIELD_MAX)} != {cap(rec['BatchHost'], FIELD_MAX)})"
         return
 
     ctx = JobContext(
@@ -359,115 +696,87 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
         node=_short_host() if context.startswith("epilog_slurmd") or not context else rec.get("BatchHost"),
         work_dir=env.get("SLURM_JOB_WORK_DIR") or rec.get("WorkDir") or env.get("SLURM_SUBMIT_DIR"),
     )
+    # which patterns name the log: decided here from strings only; resolved by the worker
+    no_log_note = None
     if opts.logs:
-        loc = locate_from_patterns(opts.logs, ctx, "given")
-        if not loc.paths:
-            loc.note = f"the log {opts.logs[0]} does not exist"
+        patterns, how = list(opts.logs), "given"
     elif env.get("SLURM_JOB_STDOUT"):
-        loc = locate_from_patterns([env["SLURM_JOB_STDOUT"], env.get("SLURM_JOB_STDERR", "")], ctx, "environment")
+        patterns, how = [env["SLURM_JOB_STDOUT"], env.get("SLURM_JOB_STDERR", "")], "environment"
     elif rec.get("StdOut"):
-        loc = locate_from_patterns([rec.get("StdOut", ""), rec.get("StdErr", "")], ctx, "scontrol")
+        patterns, how = [rec.get("StdOut", ""), rec.get("StdErr", "")], "scontrol"
     elif ctx.work_dir:
-        loc = locate_from_patterns([default_pattern(ctx)], ctx, "default")
+        patterns, how = [default_pattern(ctx)], "default"
     else:
-        from slurmdoc.slurm.locate import Located
-
-        loc = Located(note="no log path known (no SLURM_JOB_STDOUT, scontrol record or work dir)")
+        patterns, how = [], ""
+        no_log_note = "no log path known (no SLURM_JOB_STDOUT, scontrol record or work dir)"
 
     acct = _accounting(job_id, ec, rec, clock, opts, problems)
 
-    diag: Optional[Diagnosis] = None
-    partial = False
-    note = loc.note
-    dnote = None
-    logs = [p for p in loc.paths if os.path.isfile(p)]
-    if logs:
-        diag, partial, dnote = _diagnose_subprocess(logs, clock, reserve, opts, problems)
-        if dnote:
-            note = dnote if diag is None else note
-            if diag is not None and partial:
-                problems.append(dnote)
-    res.partial = partial
-    verdict = fuse(acct.job_id if acct is not None else job_id, diag, acct, logs=tuple(logs) if diag is not None else (),
-                   log_found_by=loc.how if diag is not None else None,
-                   log_note=None if diag is not None else (note or "no log found"), partial=partial,
-                   extra_notes=(dnote,) if partial and diag is not None and dnote else ())
-    res.verdict = verdict
-    if diag is None:
-        diag = Diagnosis(status="failed" if verdict.status == "failed" else "no_failure", root_cause=None,
-                         symptoms=(), ranks_seen=0, verdict=verdict.verdict, job=verdict)
+    creds, refusal = _worker_creds(env, rec, opts)
+    answer = None
+    if refusal:
+        problems.append(refusal)
     else:
-        status = "failed" if verdict.status == "failed" else diag.status
-        diag = diag.model_copy(update={"job": verdict, "status": status})
-    res.summary = verdict.verdict
-    if diag is None or diag.job is None:  # pragma: no cover - set above
-        return
-    if note and diag.lines_read == 0 and (verdict.status == "failed" or loc.expected):
-        problems.append(note)  # (a healthy job with --output=/dev/null is not a problem)
+        import dataclasses
 
-    # where to write: --out-dir, else the log's directory
-    # a healthy job gets no report files, with or without a log (its ledger line still says so)
-    healthy = verdict.status == "no_failure" and not verdict.contradictions and not partial
-    out_dir = opts.out_dir
-    if out_dir is None:
-        if logs:
-            out_dir = os.path.dirname(os.path.abspath(logs[0]))
-        elif loc.expected and os.path.isdir(os.path.dirname(loc.expected)):
-            out_dir = os.path.dirname(loc.expected)
-        elif ctx.work_dir and os.path.isdir(ctx.work_dir):
-            out_dir = ctx.work_dir
-    if logs:
-        stem = os.path.basename(logs[0])
-        stem = stem.rsplit(".", 1)[0] if "." in stem else stem
+        from slurmdoc.config import resolve_rule_dirs
+        from slurmdoc.errors import SlurmdocError
+
+        try:  # --rules, else $SLURMDOC_RULES, else the config file: as `diagnose` would
+            rule_dirs = list(resolve_rule_dirs(opts.rule_dirs).dirs)
+        except SlurmdocError as e:
+            problems.append(e.one_line())
+            rule_dirs = list(opts.rule_dirs)
+        request = {
+            "job_id": job_id, "ctx": dataclasses.asdict(ctx), "patterns": patterns,
+            "how": how, "no_log_note": no_log_note, "acct": acct.model_dump(mode="json") if acct is not None else None,
+            "out_dir": opts.out_dir, "always": opts.always, "rule_dirs": rule_dirs, "tail_bytes": TAIL_BYTES,
+        }
+        doc, why = run_worker(request, creds, clock.left() - reserve)
+        answer = _answer(doc)
+        if answer is None:
+            problems.append(f"the log was not diagnosed: {why or 'the worker answered nonsense'}")
+    if answer is not None:
+        verdict = answer["verdict"]
+        problems.extend(answer["problems"])
+        res.wrote = answer["wrote"]
+        res.partial = answer["partial"]
+        res.skipped = answer["skipped"]
+        log = answer["log"]
     else:
-        stem = f"slurm-{job_id}"
-    report_path = None
-    if healthy and not opts.always:
-        res.skipped = "no failure: no report written (--always writes one)"
-    elif out_dir is None:
-        problems.append("no directory to write the report in (give --out-dir)")
-    else:
-        owner = None
-        if logs:
-            try:
-                st = os.stat(logs[0])
-                owner = (st.st_uid, st.st_gid)
-            except OSError:
-                pass
-        try:
-            jtext = diag.model_dump_json(indent=2) + "\n"
-            res.wrote.append(_atomic_write(out_dir, f"{stem}.slurmdoc.json", jtext.encode(), owner))
-            res.wrote.append(_atomic_write(out_dir, f"{stem}.slurmdoc.txt", report_text(diag, verdict).encode(), owner))
-            report_path = res.wrote[-1]
-        except OSError as e:
-            problems.append(f"cannot write the report in {out_dir} ({e.strerror or e})")
+        verdict = fuse(acct.job_id if acct is not None else job_id, None, acct,
+                       log_note=refusal or "the log could not be diagnosed")
+        log = None
+    res.verdict = verdict
+    res.summary = cap(verdict.verdict, VERDICT_MAX) or ""
 
     acc = verdict.accounting
+    partial = res.partial
     record = {
         "schema_version": 1,
         "kind": "epilog",
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "job_id": verdict.job_id,  # 12_3 for an array task
-        "slurm_job_id": job_id,  # its own id, as SLURM_JOB_ID gives it
-        "name": ctx.name or (acc.name if acc else None),
-        "user": ctx.user or (acc.user if acc else None),
+        "job_id": cap(verdict.job_id, FIELD_MAX),  # 12_3 for an array task
+        "slurm_job_id": cap(job_id, FIELD_MAX),  # its own id, as SLURM_JOB_ID gives it
+        "name": cap(ctx.name or (acc.name if acc else None), FIELD_MAX),
+        "user": cap(ctx.user or (acc.user if acc else None), FIELD_MAX),
         "status": verdict.status,
-        "category": verdict.category,
+        "category": cap(verdict.category, FIELD_MAX),
         "rank": verdict.rank,
-        "verdict": verdict.verdict,
-        "exit_code": str(ec) if ec is not None else None,
-        "state": acc.state if acc else None,
+        "verdict": cap(verdict.verdict, VERDICT_MAX),
+        "exit_code": cap(str(ec), FIELD_MAX) if ec is not None else None,
+        "state": cap(acc.state, FIELD_MAX) if acc else None,
         "agrees": verdict.agrees,
-        "contradictions": list(verdict.contradictions),
+        "contradictions": [cap(c, VERDICT_MAX // 2) for c in verdict.contradictions[:CONTRADICTIONS_MAX]],
         "partial": partial,
-        "report": report_path,
-        "log": logs[0] if logs else None,
+        "report": res.wrote[-1] if res.wrote else None,
+        "log": log,
     }
     if opts.ledger:
         try:
-            _append_ledger(opts.ledger, json.dumps(record, ensure_ascii=False) + "\n", clock)
+            _append_ledger(opts.ledger, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), clock)
         except (OSError, TimeoutError) as e:
-            problems.append(f"cannot append to the ledger {opts.ledger} ({getattr(e, 'strerror', None) or e})")
+            problems.append(f"cannot append to the ledger {cap(opts.ledger, PATH_MAX)} ({getattr(e, 'strerror', None) or e})")
     if opts.webhook and clock.left() > 0.5:
         err = _post_webhook(opts.webhook, record, clock.slice(5, 0.5))
         if err:

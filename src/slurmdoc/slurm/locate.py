@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 NO_ARRAY_TASK = "4294967294"  # what Slurm puts for %a in a job that is not an array task
+PAD_MAX = 10  # Slurm pads %Nj to at most 10 digits, whatever N says
 _PATTERN = re.compile(r"%(\d*)([%AabjJNnstux])")
 
 
@@ -76,10 +77,17 @@ def expand(pattern: str, ctx: JobContext) -> tuple[str, bool]:
             exact = False
         else:
             if width and val.isdigit():
-                val = val.zfill(int(width))
+                val = val.zfill(pad_width(width))
             out.append(lit(val))
     out.append(lit(pattern[pos:]))
     return "".join(out), exact
+
+
+def pad_width(digits: str) -> int:
+    """The zero padding `%<digits>j` asks for, capped at PAD_MAX as Slurm caps it (a width of a
+    million digits is not parsed as a number at all)."""
+    d = digits.lstrip("0")
+    return PAD_MAX if len(d) > 2 else min(int(d or "0"), PAD_MAX)
 
 
 def resolve(pattern: str, ctx: JobContext, limit: int = 64) -> list[str]:
