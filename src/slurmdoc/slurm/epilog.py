@@ -212,7 +212,7 @@ def _clean(obj, n: int = REPORT_STR_MAX, depth: int = 0):
 
 # ---- the user-side half: runs in the worker, as the job's user when the epilogue is root
 
-WRITE_RESERVE = 1.5  # seconds kept for rendering and writing the reports
+WRITE_RESERVE = 1.5  # seconds at least kept for rendering and writing the reports (15% of the time, up to 4 s)
 
 
 def prepare_user_side(req: dict) -> dict:
@@ -416,11 +416,11 @@ def user_side(req: dict, prepared: dict) -> dict:
     from slurmdoc.slurm.locate import JobContext, Located, locate_from_patterns
     from slurmdoc.slurm.models import JobTriage
 
-    t0 = time.monotonic()
-    deadline = float(req.get("deadline") or 10.0)
+    deadline_at = float(req.get("deadline_at") or time.monotonic() + 10.0)
+    reserve = min(4.0, max(WRITE_RESERVE, float(req.get("deadline") or 10.0) * 0.15))
 
     def left() -> float:
-        return deadline - (time.monotonic() - t0) - WRITE_RESERVE
+        return deadline_at - time.monotonic() - reserve
 
     problems: list[str] = []
     job_id = str(req["job_id"])
@@ -443,6 +443,8 @@ def user_side(req: dict, prepared: dict) -> dict:
     if logs:
         if prepared.get("book") is None:
             dnote = prepared.get("book_error") or "the rules did not load"
+        elif left() < 0.5:
+            dnote = "the diagnosis ran out of time before it began (a busy machine?)"
         else:
             diag, partial, dnote = _diagnose_logs(logs, prepared["book"], left, int(req.get("tail_bytes") or TAIL_BYTES))
         if dnote:
@@ -510,14 +512,18 @@ def user_side(req: dict, prepared: dict) -> dict:
 def _append_ledger(path: str, line: bytes, clock: _Clock) -> None:
     """All or nothing: one write of the whole line under an exclusive lock; a short or failed
     write (a full disk, a file-size limit) is cut back to the size before, so the ledger is left
-    as it was. A ledger whose last line was left unterminated gets a newline first."""
+    as it was. A ledger whose last line was left unterminated gets a newline first. A symlink,
+    FIFO or hard-linked file at its path is refused."""
     import fcntl
     import stat as _stat
 
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
     try:
-        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
+        if st.st_nlink != 1:  # a hard link to some other file
+            raise OSError(errno.EMLINK, "it has other hard links")
         deadline = time.monotonic() + clock.slice(5, 0.3)
         while True:
             try:

@@ -161,7 +161,9 @@ def worker_env() -> dict[str, str]:
 def run_worker(request: dict, creds: Optional[Creds], timeout: float) -> tuple[Optional[dict], Optional[str]]:
     """Run the user-side half in a worker; (result, None) or (None, why not). Never raises."""
     timeout = max(0.5, timeout)
-    req = dict(request, parent=os.getpid(), deadline=timeout,
+    # CLOCK_MONOTONIC is one clock for every process on the machine: the worker's deadline is
+    # this one, its start-up included
+    req = dict(request, parent=os.getpid(), deadline=timeout, deadline_at=time.monotonic() + timeout,
                creds=[creds.uid, creds.gid] if creds is not None else None)
     try:
         data = json.dumps(req, ensure_ascii=True).encode("ascii")
@@ -176,7 +178,7 @@ def run_worker(request: dict, creds: Optional[Creds], timeout: float) -> tuple[O
     except OSError as e:
         return None, f"cannot start the worker ({e.strerror or e})"
     try:
-        out, err, why = _exchange(p, data, timeout + 0.5)
+        out, err, why = _exchange(p, data, timeout + 1.0)
     finally:
         if p.poll() is None:
             p.kill()
@@ -281,7 +283,7 @@ def main() -> None:
             _fail("request too large")
         req = json.loads(raw)
         parent = int(req["parent"])
-        deadline = float(req["deadline"])
+        deadline = float(req["deadline_at"]) - time.monotonic()
         creds = req.get("creds")
     except Exception as e:  # noqa: BLE001
         _fail(f"bad request ({type(e).__name__})")

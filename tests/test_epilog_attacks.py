@@ -1,0 +1,606 @@
+"""The epilogue as a hostile job's user would attack it (issue 10). Slurm runs it as root on
+paths the user chooses; these tests run it as root the same way, with the job owned by an
+unprivileged uid (`nobody`, or a uid with no passwd entry) who plants things first, acting as
+that uid in a forked helper.
+
+Tests that need root skip when not root, except under SLURMDOC_REQUIRE_SLURM=1 (CI runs as
+root), where that is a failure; the same goes for strace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import pytest
+
+from slurmdoc.slurm import epilog as ep
+from slurmdoc.slurm import locate, privsep
+
+DATA = Path(__file__).parent / "data" / "sacct"
+REQUIRE = os.environ.get("SLURMDOC_REQUIRE_SLURM") == "1"
+ROOT = os.geteuid() == 0
+JOB = "987002"
+NOBODY = 65534
+SECRET = "ROOTSECRET-7f3a"
+SLURMDOC = str(Path(sys.executable).parent / "slurmdoc")
+
+
+def need_root() -> None:
+    if not ROOT:
+        if REQUIRE:
+            pytest.fail("these tests must run as root in CI (SLURMDOC_REQUIRE_SLURM=1)")
+        pytest.skip("needs root: the epilogue drops to the job's user only when it is root")
+
+
+root_only = pytest.mark.usefixtures("_need_root")
+
+
+@pytest.fixture
+def _need_root():
+    need_root()
+
+
+def as_user(uid: int, gid: int, fn) -> None:
+    """Run fn in a forked child that has become uid/gid (the attacker)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            fn()
+            code = 0
+        except BaseException:  # noqa: BLE001
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the attacker's step failed"
+
+
+@pytest.fixture
+def arena():
+    """/tmp/X (root, 0755): job/ (the attacker's, 0755), secret/ (root, 0700) with a log-shaped
+    root-only file, victim (root, 0644), ledger/ (root, 0755)."""
+    base = Path(tempfile.mkdtemp(prefix="sd-attack-"))
+    os.chmod(base, 0o755)
+    job = base / "job"
+    job.mkdir()
+    shutil.copy(DATA / "killonbad.8.out", job / f"slurm-{JOB}.out")
+    secret = base / "secret"
+    secret.mkdir(mode=0o700)
+    os.chmod(secret, 0o700)
+    (secret / "root.log").write_text(
+        f"0: Traceback (most recent call last):\n0:   File \"{SECRET}.py\", line 1, in <module>\n"
+        f"0: RuntimeError: {SECRET} password=hunter2\n")
+    os.chmod(secret / "root.log", 0o600)
+    (base / "victim").write_text("keep me\n")
+    os.chmod(base / "victim", 0o644)
+    (base / "ledger").mkdir()
+    if ROOT:
+        for p in [job, *job.iterdir()]:
+            os.chown(p, NOBODY, NOBODY)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def epilog(arena: Path, extra_env=None, args=(), uid=NOBODY, gid=NOBODY, cwd=None, timeout=60, preexec=None,
+           wrap=()):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_JOB_ID": JOB, "SLURM_JOB_UID": str(uid),
+           "SLURM_JOB_GID": str(gid), "SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURM_JOB_EXIT_CODE2": "1:0",
+           "SLURM_JOB_STDOUT": str(arena / "job" / "slurm-%j.out"), "SLURM_JOB_WORK_DIR": str(arena / "job")}
+    env.update(extra_env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([*wrap, SLURMDOC, "epilog", "--no-sacct", "--ledger", str(arena / "ledger" / "l.jsonl"),
+                        *args], capture_output=True, env=env, cwd=cwd or "/", timeout=timeout, preexec_fn=preexec)
+    return p, time.monotonic() - t0
+
+
+def everything_written(arena: Path) -> bytes:
+    out = b""
+    for d, _, files in os.walk(arena):
+        if Path(d) == arena / "secret":
+            continue
+        for f in files:
+            p = Path(d) / f
+            if p.is_file() and not p.is_symlink():
+                out += p.read_bytes()
+    return out
+
+
+def ok_exit(p) -> None:
+    assert p.returncode == 0
+    assert p.stderr.count(b"\n") <= 1 and b"Traceback" not in p.stderr, p.stderr
+
+
+# ---- privilege separation
+
+
+@root_only
+@pytest.mark.parametrize("mode", [0o600, 0o640])
+def test_reports_belong_to_the_job_user_and_are_no_more_readable_than_the_log(arena, mode):
+    os.chmod(arena / "job" / f"slurm-{JOB}.out", mode)
+    p, _ = epilog(arena)
+    ok_exit(p)
+    for suffix in ("json", "txt"):
+        st = os.lstat(arena / "job" / f"slurm-{JOB}.slurmdoc.{suffix}")
+        assert stat.S_ISREG(st.st_mode) and (st.st_uid, st.st_gid) == (NOBODY, NOBODY)
+        assert stat.S_IMODE(st.st_mode) == mode
+    line = json.loads((arena / "ledger" / "l.jsonl").read_text())
+    assert line["category"] == "import_error"
+    assert os.stat(arena / "ledger" / "l.jsonl").st_uid == 0  # the ledger stays root's
+
+
+@root_only
+def test_uid_without_a_passwd_entry(arena):
+    uid = 54321
+    for p in [arena / "job", *(arena / "job").iterdir()]:
+        os.chown(p, uid, uid)
+    p, _ = epilog(arena, uid=uid, gid=uid)
+    ok_exit(p)
+    assert os.stat(arena / "job" / f"slurm-{JOB}.slurmdoc.json").st_uid == uid
+
+
+@root_only
+def test_dropped_worker_cannot_regain_root():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            privsep.drop_privileges(privsep.Creds(NOBODY, NOBODY))
+            try:
+                os.setuid(0)
+                got = "regained"
+            except PermissionError:
+                got = f"{os.getresuid()} {os.getresgid()} {sorted(os.getgroups())}"
+        except BaseException as e:  # noqa: BLE001
+            got = f"error {e}"
+        os.write(w, got.encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    got = os.read(r, 4096).decode()
+    os.close(r)
+    assert got.startswith(f"({NOBODY}, {NOBODY}, {NOBODY}) ({NOBODY}, {NOBODY}, {NOBODY})"), got
+    assert "[0]" not in got and ", 0," not in got.split(")")[-1]
+
+
+@root_only
+def test_no_create_then_chown_window(arena):
+    """The race (swap the report's temporary name for a symlink between create and chown) needs
+    a window in which root holds a path in the user's tree. Traced: no chown of any kind, and
+    every system call that names a path in the job's directory, or creates or renames a file, is
+    made by a process that has already become the job's user."""
+    if shutil.which("strace") is None:
+        if REQUIRE:
+            pytest.fail("strace is missing (.ci/run installs it)")
+        pytest.skip("no strace")
+    trace = arena / "trace"
+    p, _ = epilog(arena, wrap=("strace", "-f", "-qq", "-s", "512", "-o", str(trace), "-e",
+                               "trace=chown,fchown,lchown,fchownat,setresuid,openat,open,creat,rename,renameat,"
+                               "renameat2,unlink,unlinkat,link,linkat,symlink,symlinkat,mkdir,mkdirat,"
+                               "clone,clone3,fork,vfork"), timeout=120)
+    ok_exit(p)
+    assert (arena / "job" / f"slurm-{JOB}.slurmdoc.txt").exists()
+    dropped: set[int] = set()
+    parent_of: dict[int, int] = {}
+    user_tree = str(arena / "job")
+    checked = 0
+    for line in trace.read_text(errors="replace").splitlines():
+        pid_s, _, call = line.partition(" ")
+        if not pid_s.isdigit():
+            continue
+        pid = int(pid_s)
+        call = call.strip()
+        name = call.split("(", 1)[0].lstrip("<.").strip()
+        if name.startswith(("clone", "fork", "vfork")) or "clone resumed" in call or "fork resumed" in call:
+            ret = call.rsplit("=", 1)[-1].strip().split(" ")[0]
+            if ret.isdigit():
+                parent_of[int(ret)] = pid
+                if pid in dropped:
+                    dropped.add(int(ret))
+            continue
+        assert "chown" not in name, line
+        if name == "setresuid" and call.startswith(f"setresuid({NOBODY}, {NOBODY}, {NOBODY})") and call.endswith("= 0"):
+            dropped.add(pid)
+            continue
+        creates = ("O_CREAT" in call) or name.startswith(("rename", "link", "symlink", "mkdir", "unlink", "creat"))
+        if user_tree in call or (creates and ("slurmdoc.json" in call or "slurmdoc.txt" in call)):
+            checked += 1
+            assert pid in dropped, f"root touched the user's tree: {line}"
+            if "O_CREAT" in call:
+                assert "O_EXCL" in call and "O_NOFOLLOW" in call, line
+    assert checked >= 4  # the log found and read, two reports created and renamed
+
+
+@root_only
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "fifo"])
+def test_planted_file_at_every_report_path_is_not_followed(arena, kind):
+    victim = arena / "victim"
+    before = (victim.read_bytes(), os.stat(victim).st_mode, os.stat(victim).st_uid)
+    targets = [arena / "job" / f"slurm-{JOB}.slurmdoc.{s}" for s in ("json", "txt")]
+
+    def plant():
+        for t in targets:
+            if kind == "symlink":
+                os.symlink(victim, t)
+            elif kind == "fifo":
+                os.mkfifo(t)
+            else:
+                os.link(victim, t)
+
+    if kind == "hardlink":
+        try:
+            as_user(NOBODY, NOBODY, plant)
+        except AssertionError:  # fs.protected_hardlinks=1: the link exists anyway (root made it)
+            plant()
+    else:
+        as_user(NOBODY, NOBODY, plant)
+    p, took = epilog(arena)
+    ok_exit(p)
+    assert took < 30
+    assert (victim.read_bytes(), os.stat(victim).st_mode, os.stat(victim).st_uid) == before
+    for t in targets:
+        st = os.lstat(t)
+        assert stat.S_ISREG(st.st_mode) and st.st_uid == NOBODY and st.st_ino != os.stat(victim).st_ino
+    assert json.loads(targets[0].read_text())["job"]["category"] == "import_error"
+    assert not [f for f in os.listdir(arena / "job") if f.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "fifo"])
+def test_planted_file_at_the_ledger_is_refused(arena, kind):
+    """The ledger sits in the admin's directory; still, what is found at its path is not followed."""
+    ledger = arena / "ledger" / "l.jsonl"
+    victim = arena / "victim"
+    if kind == "symlink":
+        os.symlink(victim, ledger)
+    elif kind == "fifo":
+        os.mkfifo(ledger)
+    else:
+        os.link(victim, ledger)
+    p, took = epilog(arena, extra_env={"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())})
+    ok_exit(p)
+    assert took < 30 and b"cannot append to the ledger" in p.stderr
+    assert victim.read_text() == "keep me\n"
+
+
+@root_only
+@pytest.mark.parametrize("where", ["root-only-dir", "root-only-file"])
+def test_log_symlink_to_root_only_file_leaks_nothing(arena, where):
+    target = arena / "secret" / "root.log"
+    if where == "root-only-file":  # readable directory, 0600 file
+        target = arena / "root.log"
+        shutil.copy(arena / "secret" / "root.log", target)
+        os.chmod(target, 0o600)
+    log = arena / "job" / f"slurm-{JOB}.out"
+    log.unlink()
+    as_user(NOBODY, NOBODY, lambda: os.symlink(target, log))
+    p, _ = epilog(arena)
+    ok_exit(p)
+    assert SECRET.encode() not in p.stdout + p.stderr
+    written = everything_written(arena).replace((arena / "root.log").read_bytes() if target.parent == arena else b"", b"")
+    assert SECRET.encode() not in written and b"hunter2" not in written
+    rep = json.loads((arena / "job" / f"slurm-{JOB}.slurmdoc.json").read_text())
+    assert rep["job"]["status"] == "failed" and rep["job"]["log_note"] and rep["lines_read"] == 0
+
+
+@root_only
+def test_directory_symlink_into_a_root_only_directory(arena):
+    rootdir = arena / "rootdir"
+    rootdir.mkdir(mode=0o755)
+    shutil.copy(DATA / "killonbad.8.out", rootdir / f"slurm-{JOB}.out")  # readable, in root's directory
+    os.chmod(rootdir / f"slurm-{JOB}.out", 0o644)
+    as_user(NOBODY, NOBODY, lambda: os.symlink(rootdir, arena / "job" / "out"))
+    p, _ = epilog(arena, {"SLURM_JOB_STDOUT": str(arena / "job" / "out" / "slurm-%j.out")})
+    ok_exit(p)
+    assert sorted(os.listdir(rootdir)) == [f"slurm-{JOB}.out"]
+    assert b"cannot write the report" in p.stderr and b"Permission denied" in p.stderr
+    assert json.loads((arena / "ledger" / "l.jsonl").read_text())["category"] == "import_error"
+
+
+def test_planted_package_in_the_working_directory_is_not_imported(arena):
+    """Run from the job's directory (slurmd's Epilog does not, an sbatch line does): a planted
+    `slurmdoc/` package there never runs, in the epilogue or in its worker."""
+    pkg = arena / "job" / "slurmdoc"
+    pkg.mkdir()
+    marker = arena / "pwned"
+    (pkg / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (pkg / "__main__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    os.chmod(arena, 0o777)
+    env = {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())} if not ROOT else {}
+    if ROOT:
+        for p in [pkg, *pkg.iterdir()]:
+            os.chown(p, NOBODY, NOBODY)
+    p, _ = epilog(arena, env, cwd=str(arena / "job"))
+    ok_exit(p)
+    assert not marker.exists()
+    assert (arena / "job" / f"slurm-{JOB}.slurmdoc.json").exists()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killed_supervisor_takes_the_worker_with_it(arena):
+    """kill -9 of the epilogue (timeout -k, slurmd's cleanup) ends its worker and the worker's
+    diagnosis at once; the worker stays in the epilogue's process group."""
+    log = arena / "job" / f"slurm-{JOB}.out"
+    with open(log, "w") as fh:
+        for i in range(150_000):
+            r = i % 64
+            fh.write(f"{r}: Traceback (most recent call last):\n{r}:   File \"t.py\", line {i}, in <module>\n"
+                     f"{r}: ValueError: noise {i}\n")
+    if ROOT:
+        os.chown(log, NOBODY, NOBODY)
+    env = {"PATH": os.environ.get("PATH", ""), "SLURM_JOB_ID": JOB, "SLURM_JOB_UID": str(NOBODY if ROOT else os.getuid()),
+           "SLURM_JOB_GID": str(NOBODY if ROOT else os.getgid()), "SLURM_SCRIPT_CONTEXT": "epilog_slurmd",
+           "SLURM_JOB_EXIT_CODE2": "1:0", "SLURM_JOB_STDOUT": str(log)}
+    sup = subprocess.Popen([SLURMDOC, "epilog", "--no-sacct", "--budget", "120"], env=env, cwd="/",
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        worker = None
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 30 and worker is None:
+            for c in _children(sup.pid):
+                if b"slurmdoc.slurm.privsep" in Path(f"/proc/{c}/cmdline").read_bytes() and _children(c):
+                    worker = c
+            time.sleep(0.1)
+        assert worker is not None, "no worker with a running diagnosis seen"
+        grand = _children(worker)
+        assert os.getpgid(worker) == os.getpgid(sup.pid) == sup.pid
+        cmd = Path(f"/proc/{worker}/cmdline").read_bytes().split(b"\0")
+        assert cmd[1] == b"-I" and os.readlink(f"/proc/{worker}/cwd") == "/"
+        os.kill(sup.pid, signal.SIGKILL)
+        sup.wait()
+        t1 = time.monotonic()
+        while (_alive(worker) or any(_alive(g) for g in grand)) and time.monotonic() - t1 < 3:
+            time.sleep(0.05)
+        assert not _alive(worker) and not any(_alive(g) for g in grand)
+    finally:
+        try:
+            os.killpg(sup.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        sup.wait()
+
+
+# ---- bounds
+
+
+@pytest.mark.parametrize("width", ["11", "99999999", "999999999", "0" * 50 + "7", "9" * 100_000])
+def test_padding_is_capped_like_slurm(width):
+    ctx = locate.JobContext(job_id="42")
+    t0 = time.monotonic()
+    got, exact = locate.expand(f"/x/slurm-%{width}j.out", ctx)
+    assert time.monotonic() - t0 < 1 and exact
+    w = 7 if width.endswith("7") else 10
+    assert got == f"/x/slurm-{'42'.zfill(w)}.out"
+
+
+def test_huge_padding_finds_the_ten_digit_log_quickly(arena):
+    log = arena / "job" / f"slurm-{JOB.zfill(10)}.out"
+    (arena / "job" / f"slurm-{JOB}.out").rename(log)
+    env = {} if ROOT else {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    for width in ("99999999", "999999999"):
+        p, took = epilog(arena, dict(env, SLURM_JOB_STDOUT=str(arena / "job" / f"slurm-%{width}j.out")))
+        ok_exit(p)
+        assert took < 20
+        rep = json.loads((arena / "job" / f"slurm-{JOB.zfill(10)}.slurmdoc.json").read_text())
+        assert rep["job"]["category"] == "import_error"
+
+
+def test_latin1_bytes_in_the_directory_name(arena):
+    d = os.path.join(os.fsencode(arena / "job"), b"caf\xe9")
+    os.mkdir(d)
+    shutil.copy(DATA / "killonbad.8.out", os.path.join(d, f"slurm-{JOB}.out".encode()))
+    if ROOT:
+        os.chown(d, NOBODY, NOBODY)
+        os.chown(os.path.join(d, f"slurm-{JOB}.out".encode()), NOBODY, NOBODY)
+    env = {} if ROOT else {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    env["SLURM_JOB_STDOUT"] = os.fsdecode(os.path.join(d, b"slurm-%j.out"))
+    p, _ = epilog(arena, env)
+    ok_exit(p)
+    rep = os.path.join(d, f"slurm-{JOB}.slurmdoc.json".encode())
+    doc = json.loads(Path(os.fsdecode(rep)).read_bytes().decode("utf-8"))  # valid UTF-8 JSON
+    assert doc["job"]["category"] == "import_error" and "caf\\xe9" in doc["job"]["logs"][0]
+    assert Path(os.fsdecode(os.path.join(d, f"slurm-{JOB}.slurmdoc.txt".encode()))).read_bytes().decode("utf-8")
+    line = json.loads((arena / "ledger" / "l.jsonl").read_bytes().decode("utf-8"))
+    assert line["log"].endswith(f"caf\\xe9/slurm-{JOB}.out") and line["report"].endswith(".slurmdoc.txt")
+
+
+def _valid_lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_bytes().decode("utf-8").split("\n") if x]
+
+
+def test_full_ledger_is_left_as_it_was_file_size_limit(arena):
+    """RLIMIT_FSIZE: the write stops short in the middle of the line; the line is taken back."""
+    ledger = arena / "ledger" / "l.jsonl"
+    ledger.write_text('{"kind": "epilog", "job_id": "1"}\n' * 3)
+    before = ledger.read_bytes()
+    env = {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    limit = len(before) + 40
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    p, _ = epilog(arena, env, args=("--out-dir", str(arena / "ledger")), preexec=small_files)
+    ok_exit(p)
+    assert b"cannot append to the ledger" in p.stderr
+    assert ledger.read_bytes() == before
+    p, _ = epilog(arena, env)  # space again: the next line is whole, on its own line
+    ok_exit(p)
+    lines = _valid_lines(ledger)
+    assert len(lines) == 4 and lines[-1]["job_id"] == JOB
+
+
+@root_only
+def test_full_ledger_is_left_as_it_was_full_filesystem(arena):
+    mnt = arena / "ledger"
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        if REQUIRE:
+            pytest.fail("cannot mount a tmpfs as root")
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        ledger = mnt / "l.jsonl"
+        # 4000 bytes: the new line needs a page the full file system does not have
+        ledger.write_text('{"kind": "epilog", "job_id": "1", "pad": "' + "p" * 3955 + '"}\n')
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"x" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        before = ledger.read_bytes()
+        assert len(before) == 4000
+        p, _ = epilog(arena)
+        ok_exit(p)
+        assert b"cannot append to the ledger" in p.stderr and ledger.read_bytes() == before
+        os.unlink(mnt / "filler")
+        p, _ = epilog(arena)
+        ok_exit(p)
+        assert [x["job_id"] for x in _valid_lines(ledger)] == ["1", JOB]
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_unterminated_ledger_line_is_not_glued_to(arena):
+    ledger = arena / "ledger" / "l.jsonl"
+    ledger.write_bytes(b'{"kind": "epilog", "job_id": "1"}\n{"kind": "epi')  # an older writer's half line
+    env = {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    p, _ = epilog(arena, env)
+    ok_exit(p)
+    lines = ledger.read_text().split("\n")
+    assert lines[1] == '{"kind": "epi' and json.loads(lines[2])["job_id"] == JOB
+
+
+def test_500kb_names_give_bounded_records(arena):
+    """A node name and a message of 500 KB in the log, 120 KB names in the environment: every
+    record stays small."""
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    import threading
+
+    node = "n" * 500_000
+    log = arena / "job" / f"slurm-{JOB}.out"
+    log.write_text(f"srun: error: {node}: task 1: Exited with exit code 1\n"
+                   f"1: Traceback (most recent call last):\n1:   File \"t.py\", line 3, in <module>\n"
+                   f"1: RuntimeError: {'m' * 500_000}\n")
+    if ROOT:
+        os.chown(log, NOBODY, NOBODY)
+    got = []
+
+    class H(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            got.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.handle_request, daemon=True).start()
+    env = {} if ROOT else {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    # (an environment string is at most 128 KiB on Linux)
+    env.update(SLURM_JOB_NAME="x" * 120_000, SLURMD_NODENAME="n" * 120_000, SLURM_JOB_USER="u" * 120_000)
+    try:
+        p, _ = epilog(arena, env, args=("--webhook", f"http://127.0.0.1:{srv.server_port}/"))
+    finally:
+        srv.server_close()
+    ok_exit(p)
+    assert len(p.stdout) < 4096 and len(p.stderr) < 4096
+    line = (arena / "ledger" / "l.jsonl").read_bytes()
+    assert len(line) < 8192 and json.loads(line)["status"] == "failed"
+    assert got and len(got[0]) < 8192
+    for suffix in ("json", "txt"):
+        rep = (arena / "job" / f"slurm-{JOB}.slurmdoc.{suffix}").read_text()
+        assert len(rep) < 200_000
+    doc = json.loads((arena / "job" / f"slurm-{JOB}.slurmdoc.json").read_text())
+    assert all(len(s) <= ep.REPORT_STR_MAX for s in _strings(doc))
+
+
+def _strings(obj):
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
+
+
+def test_comment_is_one_short_printable_line():
+    text = "slurmdoc: x: " + ("a\nb\x1b[31m\t" * 100_000)
+    got = ep._one_line(text, ep.COMMENT_MAX)
+    assert len(got) <= ep.COMMENT_MAX and got.isprintable()
+
+
+@pytest.mark.parametrize("doc", [None, [], "x", {"verdict": "x"}, {"verdict": {"job_id": 1}},
+                                 {"verdict": {"job_id": "1", "status": "failed", "category": None, "verdict": "v",
+                                              "evil": 1}}])
+def test_nonsense_from_the_worker_is_refused(doc):
+    assert ep._answer(doc) is None
+
+
+def test_worker_answer_fields_are_capped():
+    doc = {"verdict": {"job_id": "1", "status": "failed", "category": None, "verdict": "v"},
+           "wrote": ["/p" * 100_000] * 100, "problems": ["q" * 100_000] * 100, "partial": "yes", "skipped": 3,
+           "log": "l" * 100_000}
+    a = ep._answer(doc)
+    assert len(a["wrote"]) <= 4 and all(len(w) <= ep.PATH_MAX for w in a["wrote"])
+    assert len(a["problems"]) <= 16 and all(len(w) <= ep.VERDICT_MAX for w in a["problems"])
+    assert a["partial"] is False and a["skipped"] is None and len(a["log"]) <= ep.PATH_MAX
+
+
+def test_oversized_worker_answer_is_cut_off():
+    p = subprocess.Popen([sys.executable, "-I", "-c", "import sys; sys.stdin.read(); sys.stdout.write('x' * (5 << 20))"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, _, why = privsep._exchange(p, b"{}", 20)
+    finally:
+        p.kill()
+        p.wait()
+    assert why and "cap" in why and len(out) <= privsep.RESULT_MAX + (1 << 16)
+
+
+@pytest.mark.parametrize("env", [
+    {"SLURM_JOB_UID": "abc"}, {"SLURM_JOB_UID": "-1"}, {"SLURM_JOB_UID": "99999999999999999999"},
+    {"SLURM_JOB_ID": "1;rm -rf /"}, {"SLURM_JOB_ID": "9" * 100_000},
+    {"SLURM_JOB_STDOUT": "/" + "%n" * 50_000}, {"SLURM_JOB_STDOUT": "/" + "a/" * 3000},
+    {"SLURM_JOB_EXIT_CODE2": "x:y", "SLURM_JOB_EXIT_CODE": "-5"},
+])
+def test_bad_environment_never_fails_the_epilog(arena, env):
+    p, took = epilog(arena, env)
+    ok_exit(p)
+    assert took < 30
