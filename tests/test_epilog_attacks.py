@@ -379,6 +379,13 @@ def test_killed_supervisor_takes_the_worker_with_it(arena):
         assert os.getpgid(worker) == os.getpgid(sup.pid) == sup.pid
         cmd = Path(f"/proc/{worker}/cmdline").read_bytes().split(b"\0")
         assert cmd[1] == b"-I" and os.readlink(f"/proc/{worker}/cwd") == "/"
+        limits = Path(f"/proc/{worker}/limits").read_text()
+        assert any(x.startswith("Max address space") and str(privsep.WORKER_AS_MAX) in x for x in limits.splitlines())
+        assert any(x.startswith("Max file size") and str(privsep.WORKER_FSIZE_MAX) in x for x in limits.splitlines())
+        if ROOT:  # it has become the job's owner, and so has its diagnosis
+            for pid in [worker, *grand]:
+                uids = [x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("Uid:")]
+                assert uids[0].split()[1:] == [str(NOBODY)] * 4
         os.kill(sup.pid, signal.SIGKILL)
         sup.wait()
         t1 = time.monotonic()

@@ -212,7 +212,7 @@ def _clean(obj, n: int = REPORT_STR_MAX, depth: int = 0):
 
 # ---- the user-side half: runs in the worker, as the job's user when the epilogue is root
 
-WRITE_RESERVE = 1.5  # seconds at least kept for rendering and writing the reports (15% of the time, up to 4 s)
+WRITE_RESERVE = 0.5  # seconds at least kept for rendering and writing the reports (5% of the time, up to 2 s)
 
 
 def prepare_user_side(req: dict) -> dict:
@@ -231,9 +231,14 @@ def prepare_user_side(req: dict) -> dict:
         out["book"] = load_rulebook(list(req.get("rule_dirs") or []))
     except SlurmdocError as e:
         out["book_error"] = e.one_line()
-    # render once so that every module the text report pulls in lazily is loaded now
-    v = JobVerdict(job_id="0", status="failed", category="unknown", verdict="warm-up")
-    report_text(Diagnosis(status="failed", root_cause=None, symptoms=(), ranks_seen=0, verdict="warm-up", job=v), v)
+    # what the text report pulls in when it renders
+    import rich.console  # noqa: F401
+    import rich.text  # noqa: F401
+
+    from slurmdoc.report import job as _job  # noqa: F401
+    from slurmdoc.report import terminal as _terminal  # noqa: F401
+
+    out["warm"] = (Diagnosis, JobVerdict)
     return out
 
 
@@ -315,9 +320,9 @@ def _diagnose_forked(paths: list[str], book, timeout: float, stdin_bytes: Option
 
 
 def _diagnose_logs(logs: list[str], book, left, tail_bytes: int):
-    """(Diagnosis | None, partial, note). Whole logs first, with ~60% of the time; then the tail
+    """(Diagnosis | None, partial, note). Whole logs first, with half the time; then the tail
     of the largest log with what is left."""
-    diag, timed_out, err = _diagnose_forked(logs, book, max(0.1, left() * 0.6))
+    diag, timed_out, err = _diagnose_forked(logs, book, max(0.1, left() * 0.5))
     if not timed_out:
         return diag, False, err
     try:
@@ -417,7 +422,7 @@ def user_side(req: dict, prepared: dict) -> dict:
     from slurmdoc.slurm.models import JobTriage
 
     deadline_at = float(req.get("deadline_at") or time.monotonic() + 10.0)
-    reserve = min(4.0, max(WRITE_RESERVE, float(req.get("deadline") or 10.0) * 0.15))
+    reserve = min(2.0, max(WRITE_RESERVE, float(req.get("deadline") or 10.0) * 0.05))
 
     def left() -> float:
         return deadline_at - time.monotonic() - reserve
@@ -668,7 +673,8 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
     from slurmdoc.slurm.privsep import run_worker
 
     clock = _Clock(opts.budget)
-    reserve = min(6.0, clock.budget * 0.2)  # kept for the ledger, webhook and comment
+    # kept for the ledger, the webhook and the comment
+    reserve = 0.3 + sum(min(3.0, clock.budget * 0.1) for x in (opts.webhook, opts.comment) if x)
     problems = res.problems
     job_id = (opts.job_id or env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "").strip()
     if not job_id:
