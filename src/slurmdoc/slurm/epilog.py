@@ -60,9 +60,22 @@ class EpilogResult:
     summary: str = ""
 
 
+def _startup_spent() -> float:
+    """How long this process has lived, when that is the start-up of a fresh `slurmdoc epilog`
+    (under 3 s): it counts against the budget, so the budget is the hook's whole wall-clock
+    time. A long-lived process calling run_epilog gets the full budget from the call."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+    return age if 0.0 < age < 3.0 else 0.0
+
+
 class _Clock:
-    def __init__(self, budget: float) -> None:
-        self.t0 = time.monotonic()
+    def __init__(self, budget: float, spent: float = 0.0) -> None:
+        self.t0 = time.monotonic() - spent
         self.budget = max(1.0, budget)
 
     def left(self) -> float:
@@ -672,7 +685,7 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
     from slurmdoc.slurm.locate import JobContext, default_pattern, pick_record, scontrol_show_job
     from slurmdoc.slurm.privsep import run_worker
 
-    clock = _Clock(opts.budget)
+    clock = _Clock(opts.budget, _startup_spent())
     # kept for the ledger, the webhook and the comment
     reserve = 0.3 + sum(min(3.0, clock.budget * 0.1) for x in (opts.webhook, opts.comment) if x)
     problems = res.problems
