@@ -255,12 +255,10 @@ def prepare_user_side(req: dict) -> dict:
     return out
 
 
-def _diagnose_forked(paths: list[str], book, timeout: float, stdin_bytes: Optional[bytes] = None):
-    """(Diagnosis | None, timed_out, error). The diagnosis runs in a forked child (the loaded
-    rules come along) that is killed at its deadline."""
+def _fork_diagnosis(paths: list[str], book, stdin_bytes: Optional[bytes] = None) -> tuple[int, int]:
+    """(pid, fd): a forked child (the loaded rules come along) diagnoses `paths` ("-": the bytes
+    given) and sends its answer on fd."""
     import pickle
-    import select
-    import signal as _signal
 
     from slurmdoc.slurm.privsep import set_parent_death_signal
 
@@ -296,72 +294,90 @@ def _diagnose_forked(paths: list[str], book, timeout: float, stdin_bytes: Option
         finally:
             os._exit(0)
     os.close(w)
-    chunks = []
-    end = time.monotonic() + timeout
-    timed_out = False
-    try:
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            ready, _, _ = select.select([r], [], [], min(left, 1.0))
-            if ready:
-                b = os.read(r, 1 << 20)
-                if not b:
-                    break
-                chunks.append(b)
-    finally:
-        os.close(r)
-        if timed_out:
-            try:
-                os.kill(pid, _signal.SIGKILL)
-            except OSError:
-                pass
-        os.waitpid(pid, 0)
-    if timed_out:
-        return None, True, None
-    try:
-        kind, body = pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001
-        return None, False, "the diagnosis stopped without an answer"
-    if kind != "ok":
-        return None, False, str(body)
+    return pid, r
+
+
+def _collect(children: dict[str, tuple[int, int]], end: float, decisive: str) -> dict[str, tuple]:
+    """Read the children's answers until `decisive` has answered or the time is up; kill the
+    rest. {name: ("ok", Diagnosis) | ("error", text)} for those that answered."""
+    import pickle
+    import select
+    import signal as _signal
+
     from slurmdoc.models import Diagnosis
 
-    return Diagnosis.model_validate(body), False, None
+    bufs: dict[str, list[bytes]] = {k: [] for k in children}
+    open_fds = {fd: k for k, (_, fd) in children.items()}
+    done: dict[str, tuple] = {}
+    try:
+        while open_fds and decisive not in done:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(list(open_fds), [], [], min(left, 1.0))
+            for fd in ready:
+                k = open_fds[fd]
+                b = os.read(fd, 1 << 20)
+                if b:
+                    bufs[k].append(b)
+                    continue
+                del open_fds[fd]
+                os.close(fd)
+                try:
+                    kind, body = pickle.loads(b"".join(bufs[k]))
+                    done[k] = ("ok", Diagnosis.model_validate(body)) if kind == "ok" else ("error", str(body))
+                except Exception:  # noqa: BLE001
+                    done[k] = ("error", "the diagnosis stopped without an answer")
+    finally:
+        for fd in open_fds:
+            os.close(fd)
+        for k, (pid, _) in children.items():
+            if k not in done:
+                try:
+                    os.kill(pid, _signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+    return done
 
 
 def _diagnose_logs(logs: list[str], book, left, tail_bytes: int):
-    """(Diagnosis | None, partial, note). Whole logs first, with half the time; then the tail
-    of the largest log with what is left."""
-    diag, timed_out, err = _diagnose_forked(logs, book, max(0.1, left() * 0.5))
-    if not timed_out:
-        return diag, False, err
-    try:
-        best, big = -1, logs[0]
-        for p in logs:
-            try:
-                size = os.stat(p).st_size
-            except OSError:
-                continue
-            if size > best:
-                best, big = size, p
-        with open(big, "rb") as fh:
-            size = fh.seek(0, 2)
-            fh.seek(max(0, size - tail_bytes))
-            tail = fh.read(tail_bytes)
-            if size > tail_bytes:
-                nl = tail.find(b"\n")
-                tail = tail[nl + 1:] if nl >= 0 else tail
-    except OSError as e:
-        return None, True, f"the diagnosis ran out of time and the log's tail could not be read ({e.strerror})"
-    if left() < 0.5:
-        return None, True, "the diagnosis ran out of time"
-    diag, timed_out, err = _diagnose_forked(["-"], book, max(0.1, left()), tail)
-    if diag is None:
-        return None, True, "the diagnosis ran out of time"
-    return diag, True, f"the whole log did not fit the budget: diagnosed its last {len(tail) >> 10} KiB ({display(big)})"
+    """(Diagnosis | None, partial, note). The whole logs, and at the same time, when the largest
+    log is larger than `tail_bytes`, its tail: the whole logs' answer if it comes in time, else
+    the tail's (partial)."""
+    best, big = -1, logs[0]
+    for p in logs:
+        try:
+            size = os.stat(p).st_size
+        except OSError:
+            continue
+        if size > best:
+            best, big = size, p
+    children = {"whole": _fork_diagnosis(logs, book)}
+    tail = b""
+    tail_error = None
+    if best > tail_bytes:
+        try:
+            with open(big, "rb") as fh:
+                size = fh.seek(0, 2)
+                fh.seek(max(0, size - tail_bytes))
+                tail = fh.read(tail_bytes)
+            nl = tail.find(b"\n")
+            tail = tail[nl + 1:] if nl >= 0 else tail
+            children["tail"] = _fork_diagnosis(["-"], book, tail)
+        except OSError as e:
+            tail_error = f"the diagnosis ran out of time and the log's tail could not be read ({e.strerror})"
+    got = _collect(children, time.monotonic() + max(0.1, left()), "whole")
+    if "whole" in got:
+        kind, body = got["whole"]
+        return (body, False, None) if kind == "ok" else (None, False, body)
+    if "tail" in got and got["tail"][0] == "ok":
+        return got["tail"][1], True, \
+            f"the whole log did not fit the budget: diagnosed its last {len(tail) >> 10} KiB ({display(big)})"
+    return None, True, tail_error or "the diagnosis ran out of time"
 
 
 def _log_mode(logs: list[str]) -> int:
