@@ -256,3 +256,43 @@ def test_remediation_leaves_out_what_the_log_does_not_say(write):
     d = diagnose([write("bare.log", "Traceback (most recent call last):\n  File \"t.py\", line 3, in f\n    assert ok\nAssertionError\n")])
     assert d.root_cause.remediation_parts.summary == "A process (rank unknown) raised AssertionError"
     assert "?" not in d.root_cause.remediation
+
+
+# ---- damage a crash leaves in a log never detaches a line from its printer ---------------
+
+DAMAGE = {
+    "nul16": b"\x00" * 16,
+    "nul4k": b"\x00" * 4096,
+    "controls": b"\x01\x02\x7f",
+    "undecodable": b"\x80\xfe\xc3",
+}
+LABELLED_TB = [
+    b"1: Traceback (most recent call last):",
+    b'1:   File "train.py", line 12, in <module>',
+    b"1: RuntimeError: CUDA error: an illegal memory access was encountered",
+]
+
+
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("context", [0, 300])
+@pytest.mark.parametrize("where", ["header", "frame", "exception", "every", "glued"])
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_damage_before_an_srun_label_keeps_the_line_with_its_rank(write, exact, context, where, kind):
+    hole = DAMAGE[kind]
+    lines = [b"0: step %d loss 2.345" % i for i in range(context)]
+    tb = list(LABELLED_TB)
+    if where == "glued":
+        # the hole swallowed the newline too: the record lands on the line before it
+        if not lines:
+            lines = [b"0: step 0 lo"]
+        lines[-1] = lines[-1][: len(lines[-1]) // 2] + hole + tb.pop(0)
+    else:
+        for i in {"header": [0], "frame": [1], "exception": [2], "every": [0, 1, 2]}[where]:
+            tb[i] = hole + tb[i]
+    body = b"\n".join(lines + tb + [b"0: step 999 loss 2.3"]) + b"\n"
+    path = write("job.log", body)
+    d = diagnose([path], budget=None) if exact else diagnose([path])
+    assert d.root_cause is not None, d.warnings
+    rc = d.root_cause
+    exc_line = body.split(b"\n").index(next(x for x in body.split(b"\n") if x.endswith(b"illegal memory access was encountered"))) + 1
+    assert (rc.category, rc.rank, rc.source) == ("cuda_error", 1, f"{path}:{exc_line}")

@@ -173,3 +173,15 @@ def test_budget_cut_diagnosis_names_the_real_path_and_line(tmp_path):
         assert d.root_cause is not None and d.root_cause.rank == 1
         assert d.root_cause.source == f"{log}:50003", d.root_cause.source
         assert any("diagnosed from line" in w and str(log) in w for w in d.warnings)
+
+
+def test_a_hole_of_nuls_does_not_make_a_log_binary():
+    # a crash mid-write leaves one run of NULs (the bytes never written) inside text
+    text = b"0: step 1 loss 2.3\n" * 3
+    for n in (1, 16, 4096, 60_000):
+        assert not looks_binary(b"\x00" * n + b"1: Traceback (most recent call last):\n")
+        assert not looks_binary(text + b"\x00" * n + text)
+    assert not looks_binary(b"\x00" * 100)  # nothing but the hole: nothing to judge, nothing lost
+    # scattered NULs (UTF-16 without its BOM, executables) are still binary
+    assert looks_binary("0: step 1 loss 2.3\n".encode("utf-16-le") * 10)
+    assert looks_binary(b"\x7fELF\x02\x01\x01\x00" + b"\x00\x03\x00\x3e\x00\x01\x00\x00\x00" * 50)

@@ -35,6 +35,9 @@ def _default_year(inputs: list[Input]) -> int:
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+NULS = re.compile("\x00+")
+DAMAGE_CHARS = frozenset("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1c\x1d\x1e\x1f\x7f\ufffd")
+DAMAGE = re.compile("^[\x01-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]+")
 
 
 def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> Iterator[LogLine]:
@@ -45,6 +48,11 @@ def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> 
     """
     if "\x1b" in raw:
         raw = ANSI.sub("", raw)
+    if "\x00" in raw or raw[:1] in DAMAGE_CHARS:
+        # a run of NULs is a hole a crash left mid-write (the bytes never written, newline
+        # included): what follows is a record of its own, prefix and all, like a `\r` segment;
+        # other damage (control bytes, undecodable bytes) before a record's prefix is dropped
+        raw = "\r".join(DAMAGE.sub("", seg) for seg in NULS.sub("\r", raw).split("\r")).strip("\r")
     if "\r" in raw or parser.glued(raw):
         # `\r` progress updates and records glued to them: one LogLine per piece,
         # pieces without a prefix of their own belong to the line's first printer

@@ -327,12 +327,25 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
+NUL_RUN = re.compile(rb"\x00+")
+
+
 def looks_binary(head: bytes) -> bool:
-    """True for data that is not a text log: NULs or mostly non-text bytes early on."""
+    """True for data that is not a text log: NULs or mostly non-text bytes early on.
+
+    NULs are counted by runs: binary data has them scattered, while a text log that a crash
+    cut mid-write has one hole of NULs (the bytes never written) and text around it; the
+    text is judged without the hole.
+    """
     if not head:
         return False
-    if head.count(b"\x00") > len(head) // 100 + 1:
-        return True
+    if b"\x00" in head:
+        runs = len(NUL_RUN.findall(head))
+        if runs > len(head) // 100 + 1:
+            return True
+        head = NUL_RUN.sub(b"", head)
+        if not head:
+            return False
     text_bytes = sum(1 for b in head if b >= 0x20 or b in (9, 10, 12, 13, 27, 8))
     if text_bytes < 0.85 * len(head):
         return True
