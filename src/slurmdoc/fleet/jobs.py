@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass
 from typing import Optional
@@ -87,8 +88,12 @@ def id_from_dir(path: str) -> Optional[str]:
 
 
 def sniff(path: str) -> bytes:
-    """The first and last SNIFF_BYTES of a file (of a gzip file: its first decompressed bytes)."""
+    """The first and last SNIFF_BYTES of a file (of a gzip file: its first decompressed bytes).
+    Nothing of a pipe or FIFO: reading it would block on one without a writer, and what it
+    gave would be lost to the diagnosis."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return b""
         with open(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
             if head[:2] == b"\x1f\x8b":
