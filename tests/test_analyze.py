@@ -87,7 +87,7 @@ def test_a_hung_rank_killed_at_the_end_is_reported_as_the_straggler(write):
     lines += ["srun: error: n3: task 9: Killed"]
     d = diagnose([write("j.log", "\n".join(lines))])
     assert d.root_cause.category == "nccl_timeout" and d.root_cause.stragglers == (9,)
-    assert any("task 9: Killed" in e for e in d.root_cause.evidence)
+    assert any("task 9: Killed" in e for e in d.root_cause.evidence_lines)
     # a SIGKILL with no hang before it stays a kill
     d = diagnose([write("k.log", "\n".join([f"{r}: step 1" for r in range(4)] + ["srun: error: n3: task 2: Killed"]))])
     assert d.root_cause.category == "killed" and d.root_cause.rank == 2
@@ -122,7 +122,7 @@ def test_a_lone_reporter_of_a_timeout_is_not_called_its_cause(write):
     line = "[rank3]:[E1121 10:00:00.0 1 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)"
     d = diagnose([write("w.log", line)])
     assert d.root_cause.category == "nccl_timeout" and d.root_cause.rank is None
-    assert any("reported by rank 3" in e for e in d.root_cause.evidence)
+    assert any("reported by rank 3" in e for e in d.root_cause.evidence_lines)
 
 
 def test_srun_lines_about_different_hosts_keep_their_hosts(write):
@@ -187,7 +187,7 @@ def test_context_that_explains_a_timeout_joins_its_evidence_and_remediation(writ
     lines += [f"[rank{r}]:[E1121 10:10:00.0 1 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600081 milliseconds before timing out." for r in range(4)]
     rc = diagnose([write("j.log", "\n".join(lines))]).root_cause
     assert rc.category == "nccl_timeout"
-    assert any("Using network Socket" in e for e in rc.evidence)
+    assert any("Using network Socket" in e for e in rc.evidence_lines)
     assert any("TCP sockets" in f for f in rc.remediation_parts.fix)
     # without a timeout or NCCL error, the same line is no failure at all
     assert diagnose([write("k.log", lines[0])]).status == "no_failure"

@@ -128,7 +128,7 @@ def test_sigkill_with_oom_killer_evidence_is_host_oom(write):
     assert d.root_cause.category == "host_oom"
     assert d.root_cause.rank == 3
     assert d.root_cause.source.endswith("job.log:1")
-    assert any("oom_kill" in e for e in d.root_cause.evidence)
+    assert any("oom_kill" in e for e in d.root_cause.evidence_lines)
     bare = diagnose([write("bare.log", text.rsplit("\n", 1)[0])])
     assert bare.root_cause.category == "killed" and bare.root_cause.rank == 3
 

@@ -71,7 +71,7 @@ def test_every_rank_timing_out_but_one_at_an_earlier_collective(write):
     text = "\n".join(watchdog(r, 57 if r != 6 else 41) for r in range(8))
     rc = diagnose([write("job.log", text)]).root_cause
     assert rc.category == "nccl_timeout" and rc.rank == 6 and rc.stragglers == (6,), rc
-    assert any("#41" in e for e in rc.evidence)
+    assert any("#41" in e for e in rc.evidence_lines)
 
 
 def test_collective_timeout_without_a_straggler_names_nobody(write):
@@ -91,7 +91,7 @@ def test_cancelled_job_with_one_silent_rank(write):
     d = diagnose([write("job.log", "\n".join(lines))])
     rc = d.root_cause
     assert rc.category == "cancelled" and rc.rank == 1 and rc.stragglers == (1,), rc
-    assert "printed nothing after 2025-03-01 10:10:00" in rc.evidence[0]
+    assert "printed nothing after 2025-03-01 10:10:00" in rc.evidence_lines[0]
     assert {p.rank for p in d.progress} == {0, 1, 2, 3}
 
 
@@ -101,7 +101,7 @@ def test_time_limit_with_a_collective_timeout_names_the_rank_that_never_reported
     lines.append("slurmstepd: error: *** JOB 77 ON n1 CANCELLED AT 2025-03-01T14:00:00 DUE TO TIME LIMIT ***")
     rc = diagnose([write("job.log", "\n".join(lines))]).root_cause
     assert rc.category == "time_limit" and rc.rank == 5 and rc.stragglers == (5,), rc
-    assert "never did" in rc.evidence[0]
+    assert "never did" in rc.evidence_lines[0]
 
 
 def test_time_limit_with_even_progress_names_nobody_and_reports_progress(write):

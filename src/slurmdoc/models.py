@@ -45,6 +45,15 @@ class RankRef:
     local: Optional[int] = None
     node_index: Optional[int] = None
     hinted: bool = False  # the rank comes from the file name, not from the line
+    # where a rank from the text comes from: "launcher" (its report of a failed rank) or
+    # "message" (named inside an error message); None: the line's prefix (or file name)
+    via: Optional[str] = None
+
+    def source_kind(self) -> str:
+        """The trust of the rank: prefix > file > launcher > message (`rank_source`)."""
+        if self.via is not None:
+            return self.via
+        return "file" if self.hinted else "prefix"
 
     def key(self) -> tuple:
         return (self.source, self.label, self.rank, self.local, self.node_index, self.hinted)
@@ -170,13 +179,19 @@ class RootCause(_Frozen):
     traceback: tuple[str, ...]
     timestamp: Optional[str]
     remediation: str
+    # the strongest kind of evidence behind it (the evidence ladder, strongest first):
+    # traceback > exception > launcher > exit > error_line
+    evidence: Literal["traceback", "exception", "launcher", "exit", "error_line"]
+    # where its rank comes from: the line's prefix, a per-rank file's name, a launcher's
+    # report, or the error message's text (None: no rank)
+    rank_source: Optional[Literal["prefix", "file", "launcher", "message"]] = None
     # extensions beyond the contract
     title: str
     ranks: tuple[int, ...] = ()
     all_ranks: bool = False
     remediation_parts: Remediation
     captures: dict[str, str] = {}
-    evidence: tuple[str, ...] = ()
+    evidence_lines: tuple[str, ...] = ()  # other lines that support or refine it (was `evidence`)
     promoted: bool = False  # a symptom-role finding chosen because no cause was found
     frame: Optional[str] = None  # file:line of the innermost Python frame
     raised_at: Optional[str] = None  # file:line of the innermost frame in the user's code (not the Python installation, not site-packages)
@@ -198,6 +213,19 @@ class Symptom(_Frozen):
     rank_ranges: str
     nodes: tuple[str, ...] = ()
     message: str = ""
+
+
+class Handled(_Frozen):
+    """A failure-like finding that its printer outlived (it went on making progress, or
+    reached a clean end): listed, never the root cause."""
+
+    category: str
+    rule_id: str
+    rank: Optional[int]
+    source: str
+    message: str
+    evidence: str  # its rung on the evidence ladder
+    resumed_at: str  # path:line of the progress or clean end after it
 
 
 class LauncherVerdict(_Frozen):
@@ -246,6 +274,8 @@ class Diagnosis(_Frozen):
     root_cause: Optional[RootCause]
     symptoms: tuple[Symptom, ...]
     ranks_seen: int
+    # failure-like findings that their printer outlived (never the root cause)
+    handled: tuple[Handled, ...] = ()
     # extensions
     verdict: str
     inputs: tuple[str, ...] = ()

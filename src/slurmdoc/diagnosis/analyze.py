@@ -2,7 +2,9 @@
 
   findings   classified events become findings while the input streams by (Collector)
   layout     prefixes, file names and launcher lines become global ranks and hosts
-  order      ordering and root choice: the earliest cause, else the most telling symptom
+  ladder     the evidence ladder: how strong the evidence behind a finding is
+  liveness   findings their printer outlived (progress or a clean end after them): handled
+  order      root choice: the strongest rung, then the earliest; else the most telling symptom
   straggler  a hang-like root: the rank that stopped first
   explain    the RootCause model, its remediation, the symptoms, the verdict line
   launchers  a launcher's named failure held against the root the log shows
@@ -13,10 +15,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from slurmdoc.diagnosis.explain import root_model, symptoms_of, verdict_line
+from slurmdoc.diagnosis.explain import handled_of, root_model, symptoms_of, verdict_line
 from slurmdoc.diagnosis.findings import MAX_STREAMS_SEEN, Collector
 from slurmdoc.diagnosis.launchers import reconcile
 from slurmdoc.diagnosis.layout import Layout
+from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.order import choose_root
 from slurmdoc.diagnosis.replay import split_attempts
 from slurmdoc.diagnosis.straggler import look_for_stall, progress_of
@@ -40,7 +43,8 @@ class Analyzer(Collector):
         rank_host = lay.hosts()
         lay.pids_to_ranks()
 
-        choice = choose_root(self, lay, all_ranks)
+        live = Liveness(self, activity)
+        choice = choose_root(self, lay, all_ranks, live)
         stall, acts = look_for_stall(self, lay, choice, all_ranks, activity)
 
         root = choice.root
@@ -49,7 +53,7 @@ class Analyzer(Collector):
         if root is not None:
             root_cause, root_group_key = root_model(self, lay, root, choice.promoted, total, all_ranks, rank_host, choice.stragglers, choice.ended_by, stall)
 
-        symptoms = symptoms_of(self, lay, root, root_group_key, set(root_cause.ranks) if root_cause else set())
+        symptoms = symptoms_of(self, lay, root, root_group_key, set(root_cause.ranks) if root_cause else set(), choice.handled)
         verdicts = reconcile(self, lay, root_cause)
         if self.streams_dropped:
             warnings.append(f"more than {MAX_STREAMS_SEEN} distinct printers: ranks_seen counts the first {MAX_STREAMS_SEEN}")
@@ -60,6 +64,7 @@ class Analyzer(Collector):
             root_cause=root_cause,
             symptoms=tuple(symptoms),
             ranks_seen=total,
+            handled=tuple(handled_of(self, lay, live, choice.handled)),
             verdict=verdict_line(root_cause, symptoms, total),
             inputs=inputs,
             lines_read=lines_read,

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import re
 import string
+from datetime import datetime
 from functools import lru_cache
 from typing import Optional
 
 from slurmdoc.diagnosis.findings import Collector, Finding, Group, nonzero
 from slurmdoc.diagnosis.hang import Stall
+from slurmdoc.diagnosis.ladder import level_of
 from slurmdoc.diagnosis.layout import Layout
+from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.order import named_elsewhere
-from slurmdoc.diagnosis.ranks import describe, ranges
+from slurmdoc.diagnosis.ranks import describe, ranges, to_int
 from slurmdoc.engine.loader import Rule
 from slurmdoc.engine.template import evaluate, parse
-from slurmdoc.models import Remediation, RootCause, Symptom
+from slurmdoc.models import Handled, Remediation, RootCause, Symptom
+from slurmdoc.slurm.exitcodes import SIGNAL_CATEGORY
 
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
 OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
@@ -39,6 +43,40 @@ def fill_field(field_: str, values: dict) -> Optional[str]:
         return None
 
 
+def exit_category(exitcode: Optional[str]) -> Optional[str]:
+    """The category an exit status points to when it is all there is: a signal (`-9`, or a
+    shell's 128+9 = 137) by its usual meaning (slurm.exitcodes), else None."""
+    code = to_int(exitcode)
+    if code is None:
+        return None
+    sig = -code if code < 0 else code - 128 if 128 < code < 160 else None
+    return SIGNAL_CATEGORY.get(sig) if sig is not None else None
+
+
+def rank_source_of(lay: Layout, refs, rank: Optional[int]) -> Optional[str]:
+    """How the rank was learnt: the most trusted of the refs that resolve to it."""
+    if rank is None:
+        return None
+    order = ("prefix", "file", "launcher", "message")
+    kinds = [r.source_kind() for r in refs if lay.resolve(r) == rank]
+    return min(kinds, key=order.index) if kinds else None
+
+
+def handled_of(c: Collector, lay: Layout, live: Liveness, found: list[Finding]) -> list[Handled]:
+    out = []
+    # in the order they happened (by time where lines carry one), whatever the interleaving
+    found = sorted(found, key=lambda f: (f.ts is None, f.ts or datetime.min, lay.ranks(f.refs)[:1], f.event.first.source, f.lineno()))
+    for f in found[:100]:
+        ranks = lay.ranks(f.refs)
+        out.append(
+            Handled(
+                category=f.rule.category, rule_id=f.rule.id, rank=ranks[0] if ranks else None, source=c.src(f),
+                message=f.message()[:300], evidence=level_of(f), resumed_at=live.resumed(f) or "",
+            )
+        )
+    return out
+
+
 def group_key(f: Finding) -> tuple:
     return (f.rule.id, MASK.sub("#", f.message()))
 
@@ -49,6 +87,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
     ranks = lay.ranks(r for f in group for r in f.refs)
     own = lay.ranks(root.refs)
     rank = own[0] if own else None
+    rank_source = rank_source_of(lay, root.refs, rank)
     evidence: list[str] = []
     reporters: list[int] = []
     if stragglers:
@@ -64,12 +103,13 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
                 evidence.extend(stall.evidence)
         ranks = stragglers
         rank = stragglers[0]
+        rank_source = "message" if to_int(root.captures.get("straggler")) == rank else "prefix"
         if ended_by is not None:
             evidence.append(f"then {c.src(ended_by)}: {ended_by.message()[:200]}")
     if promoted and not stragglers and root.rule.spec.missing_rank_is_root and own:
         # the reporters of a timeout are not its cause; no rank stalled visibly
         evidence.append(f"reported by {describe(own)}; the rank they waited for is not named in the log")
-        rank, ranks = None, []
+        rank, ranks, rank_source = None, [], None
     elif rank is None and not stragglers and len(group) == 1:
         # the error text names no rank (printed before torch set up its prefix, or by
         # native code): take it from the exit evidence when that names exactly one
@@ -77,6 +117,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         if named is not None:
             rank, by = named
             ranks = [rank]
+            rank_source = rank_source_of(lay, by.refs, rank)
             evidence.append(f"rank {rank} from {c.src(by)}: {by.message()[:200]}")
     node = root.node or (rank_host.get(rank) if rank is not None else None)
     if node is None and rank is None and root.event.first.who.label is not None:
@@ -88,6 +129,8 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         node = rank_host.get(rank) or (root.node if len(hosts) <= 1 and (not hosts or root.node in hosts or root.rule.spec.attribution == "text") else None)
     rule = root.rule
     caps = dict(root.captures)
+    level = level_of(root)
+    category = rule.category
     # refine: a bare SIGKILL next to OOM-killer evidence is a host OOM, and so on
     for cat in rule.spec.refine_with:
         other = c.categories.get(cat)
@@ -96,7 +139,11 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
             for k, v in other.captures.items():
                 caps.setdefault(k, v)
             rule = other.rule
+            category = rule.category
             break
+    if category == "unknown" and level in ("launcher", "exit"):
+        # only an exit status: a signal says what kind of end it was
+        category = exit_category(caps.get("exitcode")) or category
     # context that explains this kind of failure (NCCL on TCP sockets behind a timeout)
     explained = [f for f in c.contexts if rule.category in f.rule.spec.explains][:3]
     for f in explained:
@@ -126,7 +173,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
     ev = root.event
     tb = tuple(ev.lines)
     model = RootCause(
-        category=rule.category,
+        category=category,
         rule_id=rule.id,
         rank=rank,
         node=node,
@@ -135,12 +182,14 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         traceback=tb,
         timestamp=root.ts.isoformat() if root.ts else None,
         remediation=rem.as_text(),
+        evidence=level,
+        rank_source=rank_source if rank is not None else None,
         title=rule.spec.title,
         ranks=tuple(ranks),
         all_ranks=(total > 1 and len(ranks) == total) or (every and len(ranks) > 1),
         remediation_parts=rem,
         captures={k: v for k, v in sorted(caps.items())},
-        evidence=tuple(evidence),
+        evidence_lines=tuple(evidence),
         promoted=promoted,
         frame=frame,
         raised_at=root.user_frame() if frame else None,
@@ -191,12 +240,13 @@ def remediation(total: int, rule: Rule, caps: dict[str, str], **builtins) -> Rem
     return Remediation(summary=fill_text(summary), why=fill_text(spec.why) if spec.why else None, fix=tuple(fixes))
 
 
-def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, root_ranks: set[int]) -> list[Symptom]:
+def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, root_ranks: set[int], handled: list[Finding] = ()) -> list[Symptom]:
     out: list[Symptom] = []
     # other causes that are not the root: they happened, but after it
     by_rule: dict[str, Group] = {}
+    outlived = {id(f) for f in handled}
     for f in c.causes:
-        if f is root or (root_key is not None and group_key(f) == root_key):
+        if f is root or id(f) in outlived or (root_key is not None and group_key(f) == root_key):
             continue
         g = by_rule.get(f.rule.id)
         if g is None:
@@ -210,6 +260,8 @@ def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, ro
         (rid, g) for rid, g in c.symptoms.items() if not (root is not None and g.first is root and g.count == 1)
     ]
     for rid, g in groups:
+        if id(g.first) in outlived:
+            continue  # listed as handled
         ranks = lay.ranks(g.refs.values())
         f = g.first
         if f.rule.spec.exit_evidence and ranks and set(ranks) <= root_ranks:

@@ -128,6 +128,8 @@ class Collector:
         self._node_host: dict[tuple[int, int], str] = {}  # (source, srun label of an agent) -> host
         self.agent_sources: set[int] = set()  # sources whose srun labels are torchrun agents (nodes)
         self.pid_findings: list[tuple[str, int, str]] = []  # (rule id, source, pid) of findings naming only a pid
+        self.error_lines: list[Finding] = []  # the generic lexicon's error-like lines (bottom rung), capped
+        self.clean_ends: list[Finding] = []  # lines showing a printer, or the job, ended cleanly, capped
 
     # ---- streaming -------------------------------------------------------------
     def note_stream(self, stream: tuple, who: RankRef) -> None:
@@ -198,6 +200,17 @@ class Collector:
             self.placements[(event.first.source, node_idx, lrank)] = grank
         if match.known_ranks and len(self.known_ranks) < 1_000_000:
             self.known_ranks.update(match.known_ranks)
+        if rule.spec.clean_end:
+            if len(self.clean_ends) < 1000:
+                self.clean_ends.append(f)
+            return
+        if rule.spec.evidence == "error_line":
+            # the bottom rung: a candidate only when nothing more specific exists; kept
+            # apart from symptoms so that it never counts as a rank's echo of a failure
+            # (a rank's own output only: launchers' and Slurm's lines speak through rules)
+            if len(self.error_lines) < 1000 and event.first.origin in ("rank", "unknown"):
+                self.error_lines.append(f)
+            return
         self.categories.setdefault(rule.category, f)
         role = rule.role
         if role == "cause":
@@ -269,11 +282,17 @@ class Collector:
         if "tasks" in caps:
             # srun task ids live in the same space as srun --label: global ranks for
             # srun-native launches, node indexes when srun starts one torchrun per node
-            return [RankRef(src, label=t) for t in parse_tasks(caps["tasks"])[:100_000]]
-        if (rank := to_int(caps.get("rank"))) is not None and rank >= 0:
-            return [RankRef(src, rank=rank)]
+            return [RankRef(src, label=t, via="launcher") for t in parse_tasks(caps["tasks"])[:100_000]]
+        rank = to_int(caps.get("rank"))
+        if rank is not None and rank >= 0 and match.rule.spec.rank_source == "message":
+            # a rank named inside an error message: below the line's own prefix or file
+            if who.rank is not None or who.label is not None or who.local is not None:
+                return [who]
+            return [RankRef(src, rank=rank, via="message")]
+        if rank is not None and rank >= 0:
+            return [RankRef(src, rank=rank, via="launcher")]
         if (local := to_int(caps.get("local_rank"))) is not None and local >= 0:
-            return [RankRef(src, label=who.label, local=local, node_index=who.node_index)]
+            return [RankRef(src, label=who.label, local=local, node_index=who.node_index, via="launcher")]
         if match.rule.spec.attribution == "text" or event.first.origin in ("launcher", "scheduler"):
             return []
         return [who]

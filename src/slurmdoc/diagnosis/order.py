@@ -11,7 +11,9 @@ from datetime import timedelta
 from typing import Optional
 
 from slurmdoc.diagnosis.findings import Collector, Finding, Group, before
+from slurmdoc.diagnosis.ladder import rank_in_choice
 from slurmdoc.diagnosis.layout import Layout
+from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.ranks import to_int
 
 
@@ -23,19 +25,37 @@ class Choice:
     promoted: bool = False  # no cause-role finding leads: a symptom or an exit stands in
     stragglers: list[int] = field(default_factory=list)
     ended_by: Optional[Finding] = None  # the cause that only ended the straggler
+    handled: list[Finding] = field(default_factory=list)  # failure-like findings their printer outlived
 
 
-def choose_root(c: Collector, lay: Layout, all_ranks: list[int]) -> Choice:
-    if c.causes:
-        root = earliest(c.causes, c.skew)
-        deferred = _deferred(c, lay, root, all_ranks)
+def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[Liveness] = None) -> Choice:
+    """The root: the strongest rung first, then the earliest; findings that their printer
+    outlived (liveness) never lead."""
+    alive = (lambda f: not live.handled(f)) if live is not None else (lambda f: True)
+    handled = [f for f in c.causes + [g.first for g in c.symptoms.values()] + c.error_lines if not alive(f)]
+    causes = [f for f in c.causes if alive(f)]
+    symptoms = {k: g for k, g in c.symptoms.items() if alive(g.first)}
+    exits = [f for f in c.exits if alive(f)]
+    if causes:
+        root = earliest(strongest(causes), c.skew)
+        deferred = _deferred(symptoms, lay, root, all_ranks)
         if deferred is not None:
-            return Choice(deferred[0], True, deferred[1], root)
-        return Choice(root)
-    if c.symptoms or c.exits:
-        root, stragglers = _promote(c, lay, all_ranks)
-        return Choice(root, True, stragglers)
-    return Choice()
+            return Choice(deferred[0], True, deferred[1], root, handled)
+        return Choice(root, handled=handled)
+    if symptoms or exits:
+        root, stragglers = _promote(symptoms, exits, lay, all_ranks, c.skew)
+        return Choice(root, True, stragglers, handled=handled)
+    lines = [f for f in c.error_lines if alive(f)]
+    if lines:
+        return Choice(earliest(lines, c.skew), True, handled=handled)
+    return Choice(handled=handled)
+
+
+def strongest(cands: list[Finding]) -> list[Finding]:
+    """The candidates on the highest rung of the evidence ladder present (ladder.rank_in_choice)."""
+    levels = [rank_in_choice(f) for f in cands]
+    best = min(levels)
+    return [f for f, lv in zip(cands, levels) if lv == best]
 
 
 def earliest(cands: list[Finding], skew: timedelta) -> Finding:
@@ -61,7 +81,7 @@ def earliest(cands: list[Finding], skew: timedelta) -> Finding:
     return first
 
 
-def _promote(c: Collector, lay: Layout, all_ranks: list[int]) -> tuple[Finding, list[int]]:
+def _promote(symptoms: dict[str, Group], exits: list[Finding], lay: Layout, all_ranks: list[int], skew: timedelta) -> tuple[Finding, list[int]]:
     """No cause-role finding: pick the most telling symptom.
 
     1. A rank that exited with an error and left nothing else in this log (its output
@@ -71,26 +91,26 @@ def _promote(c: Collector, lay: Layout, all_ranks: list[int]) -> tuple[Finding, 
     3. Otherwise the earliest symptom of any kind.
     """
     echoed: set[int] = set()
-    for g in c.symptoms.values():
+    for g in symptoms.values():
         if not g.first.rule.spec.exit_evidence:
             echoed.update(lay.ranks(g.refs.values()))
-    silent = [f for f in c.exits if (rs := lay.ranks(f.refs)) and not set(rs) & echoed]
+    silent = [f for f in exits if (rs := lay.ranks(f.refs)) and not set(rs) & echoed]
     if silent:
         # the exit line itself before a launcher's summary that repeats it
         lines = [f for f in silent if f.rule.role != "context"]
-        return earliest(lines or silent, c.skew), []
-    alone = [g for g in c.symptoms.values() if g.first.rule.spec.root_if_alone and not g.first.rule.spec.exit_evidence]
+        return earliest(lines or silent, skew), []
+    alone = [g for g in symptoms.values() if g.first.rule.spec.root_if_alone and not g.first.rule.spec.exit_evidence]
     if alone:
-        root = earliest([g.first for g in alone], c.skew)
+        root = earliest([g.first for g in alone], skew)
         g = next(x for x in alone if x.first is root)
         named = to_int(root.captures.get("straggler"))
         if named is not None and named >= 0:
             return root, [named]  # the text names the rank the others waited for
         return root, stragglers_of(g, lay, all_ranks)
-    if c.symptoms:
-        return earliest([g.first for g in c.symptoms.values()], c.skew), []
+    if symptoms:
+        return earliest([g.first for g in symptoms.values()], skew), []
     # nothing but a launcher's summary of non-zero exits (e.g. only torchrun's output)
-    return earliest(c.exits, c.skew), []
+    return earliest(exits, skew), []
 
 
 def stragglers_of(g: Group, lay: Layout, all_ranks: list[int]) -> list[int]:
@@ -104,13 +124,13 @@ def stragglers_of(g: Group, lay: Layout, all_ranks: list[int]) -> list[int]:
     return []
 
 
-def _deferred(c: Collector, lay: Layout, root: Finding, all_ranks: list[int]) -> Optional[tuple[Finding, list[int]]]:
+def _deferred(symptoms: dict[str, Group], lay: Layout, root: Finding, all_ranks: list[int]) -> Optional[tuple[Finding, list[int]]]:
     """A cause that only ends a straggler (Slurm killing the hung rank after everyone
     else timed out waiting for it) yields to the straggler finding."""
     if not root.rule.spec.defer_to_straggler:
         return None
     own = set(lay.ranks(root.refs))
-    for g in c.symptoms.values():
+    for g in symptoms.values():
         stragglers = stragglers_of(g, lay, all_ranks)
         if stragglers and own and own <= set(stragglers) and before(g.first, root):
             return g.first, stragglers

@@ -140,7 +140,9 @@ class ActivityTracker:
         self.dropped = 0
 
     def observe(self, ll: LogLine) -> None:
-        if ll.origin != "rank":
+        # rank lines, and lines with no prefix (a single-process log, or a fragment whose
+        # ranks are not shown): liveness (diagnosis.liveness) reads their progress too
+        if ll.origin != "rank" and ll.origin != "unknown":
             return
         text = ll.text
         if not text or text.isspace():

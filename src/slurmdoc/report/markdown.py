@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
+from slurmdoc.report.wording import evidence_in_words
 
 TB_LINES = 30
 
@@ -27,7 +28,8 @@ def render(d: Diagnosis) -> str:
         if rc.timestamp:
             out.append(f"- **Time:** {rc.timestamp}")
         out.append(f"- **Rule:** `{rc.rule_id}`")
-        for e in rc.evidence:
+        out.append(f"- **Evidence level:** `{rc.evidence}`. {evidence_in_words(rc)}")
+        for e in rc.evidence_lines:
             out.append(f"- **Evidence:** `{e}`")
         tb = list(rc.traceback)
         if len(tb) > 1:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
+from slurmdoc.report.wording import evidence_in_words
 
 TB_HEAD = 4
 TB_TAIL = 14
@@ -56,7 +57,8 @@ def render(d: Diagnosis, console: Console) -> None:
         if rc.promoted:
             p(Text("  No error that starts a failure was found; this is the earliest failure evidence.", style="yellow"))
         p(Text("  " + rc.message, style="bold yellow"))
-        for e in rc.evidence:
+        p(Text("  " + evidence_in_words(rc), style="italic"))
+        for e in rc.evidence_lines:
             p(Text(f"  evidence: {e}", style="dim"))
         tb = list(rc.traceback)
         if len(tb) > 1:

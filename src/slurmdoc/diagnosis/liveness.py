@@ -1,0 +1,79 @@
+"""Liveness: a failure-like finding that its printer outlived is `handled`, not a failure.
+
+A traceback logged by a retry or a fallback, a worker crash the trainer recovers from, an
+error line from a side service: when the same printer then goes on making progress (a
+progress mark after it, ingest.activity), or reaches a clean end (a `clean_end` rule's
+line), the finding is listed as handled and is never the root cause. A clean end said for
+the whole job (no rank of its own) covers every printer's earlier findings.
+
+Only the same printer counts: a rank's prefix or per-rank file, or the one unprefixed
+stream of an input that has no ranked printers (a plain single-process log). A launcher's
+or Slurm's report of a failure is never outlived by a rank's progress.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from slurmdoc.diagnosis.findings import Collector, Finding
+from slurmdoc.models import RankActivity
+
+
+def after(f: Finding, end: Finding) -> bool:
+    """Was `end` printed after `f`? In one input, by line number (timestamps may be partial or
+    dated differently); across inputs, by time when both carry one."""
+    a, b = f.event.first, end.event.first
+    if a.source == b.source:
+        return b.lineno > (f.event.linenos[-1] if f.event.linenos else a.lineno)
+    return f.ts is not None and end.ts is not None and end.ts > f.ts
+
+
+class Liveness:
+    def __init__(self, c: Collector, activity: Optional[list[RankActivity]]) -> None:
+        self.c = c
+        self.ranked = ranked = {stream[0] for stream in c.seen}  # sources with ranked printers
+        # printer -> (source, line) of its last progress mark
+        self.progress: dict[tuple, tuple[int, int]] = {}
+        for a in activity or []:
+            if a.who.rank is None and a.who.label is None and a.who.local is None and a.who.source in ranked:
+                continue  # unprefixed lines among ranked ones: any rank's, not one printer's
+            marks = [(m.source, m.lineno) for m in a.progress.values()]
+            if marks:
+                self.progress[a.who.key()] = max(marks)
+        self.job_ends = [f for f in c.clean_ends if f.event.first.origin != "rank"]
+        self.rank_ends: dict[tuple, list[Finding]] = {}
+        for f in c.clean_ends:
+            if f.event.first.origin == "rank":
+                self.rank_ends.setdefault(f.event.first.who.key(), []).append(f)
+        self._memo: dict[int, Optional[str]] = {}
+
+    def resumed(self, f: Finding) -> Optional[str]:
+        """Where the printer of `f` went on after it (`path:line`), or None."""
+        got = self._memo.get(id(f), "")
+        if got != "":
+            return got
+        out = self._resumed(f)
+        self._memo[id(f)] = out
+        return out
+
+    def _resumed(self, f: Finding) -> Optional[str]:
+        first = f.event.first
+        if first.origin in ("launcher", "scheduler") or f.rule.spec.exit_evidence or f.rule.spec.launcher_verdict:
+            return None
+        for end in self.job_ends:
+            if after(f, end):
+                return self.c.src(end)
+        key = first.who.key()
+        if first.origin == "unknown" and first.source in self.ranked:
+            return None
+        last = f.event.linenos[-1] if f.event.linenos else first.lineno
+        mark = self.progress.get(key)
+        if mark is not None and mark[0] == first.source and mark[1] > last:
+            return f"{self.c.sources[mark[0]].path}:{mark[1]}"
+        for end in self.rank_ends.get(key, ()):
+            if after(f, end):
+                return self.c.src(end)
+        return None
+
+    def handled(self, f: Finding) -> bool:
+        return self.resumed(f) is not None

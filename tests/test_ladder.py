@@ -1,0 +1,79 @@
+"""The evidence ladder (diagnosis.ladder): each root cause says what it rests on, and the
+root is chosen from the strongest rung present."""
+
+from __future__ import annotations
+
+from slurmdoc.api import diagnose
+
+SUMMARY = [
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    "============================================================",
+    "train.py FAILED",
+    "------------------------------------------------------------",
+    "Failures:",
+    "  <NO_OTHER_FAILURES>",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2025-03-01_12:05:02",
+    "  host      : node-3",
+    "  rank      : 6 (local_rank: 2)",
+    "  exitcode  : {code} (pid: 4242)",
+    "  error_file: <N/A>",
+    "  traceback : {what}",
+    "============================================================",
+]
+
+
+def summary(code: int, what: str) -> list[str]:
+    head = ["Traceback (most recent call last):", '  File "/usr/bin/torchrun", line 8, in <module>', "    sys.exit(main())"]
+    return head + [line.format(code=code, what=what) for line in SUMMARY]
+
+
+def test_an_assembled_traceback_is_the_top_rung(write):
+    text = ["[rank2]: Traceback (most recent call last):", '[rank2]:   File "t.py", line 3, in <module>', "[rank2]: KeyError: 'label'"]
+    rc = diagnose([write("j.log", "\n".join(text))]).root_cause
+    assert rc.evidence == "traceback" and rc.rank == 2 and rc.rank_source == "prefix"
+
+
+def test_a_launcher_summary_alone_is_launcher_evidence_and_its_signal_names_the_category(write):
+    d = diagnose([write("j.log", "\n".join(["step 10 loss 2.1"] + summary(-9, "Signal 9 (SIGKILL) received by PID 4242")))])
+    rc = d.root_cause
+    assert d.status == "failed" and rc.evidence == "launcher"
+    assert rc.category == "killed" and rc.rank == 6 and rc.rank_source == "launcher"
+
+
+def test_a_summary_with_a_plain_exit_code_keeps_its_unknown_category(write):
+    d = diagnose([write("j.log", "\n".join(summary(1, "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")))])
+    assert d.status == "failed" and d.root_cause.evidence == "launcher" and d.root_cause.category == "unknown"
+
+
+def test_a_bare_signal_with_no_rank_is_exit_evidence(write):
+    text = ["step 1 loss 2.0", "step 2 loss 1.9", "/var/spool/slurmd/job01/slurm_script: line 12:  8123 Killed                  python train.py"]
+    rc = diagnose([write("j.log", "\n".join(text))]).root_cause
+    assert rc is not None and rc.evidence == "exit" and rc.category == "killed"
+
+
+def test_an_error_like_line_at_the_end_is_the_bottom_rung(write):
+    text = ["epoch 1 step 10 loss 2.0", "epoch 1 step 20 loss 1.9", "2025-01-01 10:00:00 | ERROR | shard reader: manifest does not match the files on disk"]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and d.root_cause.evidence == "error_line" and "manifest" in d.root_cause.message
+
+
+def test_the_rank_s_own_words_outrank_a_launcher_report_printed_earlier(write):
+    # the launcher's exit line about rank 1 comes first in the file; the rank's own
+    # traceback (flushed late) is stronger evidence and leads
+    text = [
+        "srun: error: n1: task 1: Exited with exit code 1",
+        "1: Traceback (most recent call last):",
+        '1:   File "t.py", line 3, in <module>',
+        "1: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
+    rc = diagnose([write("j.log", "\n".join(text))]).root_cause
+    assert rc.category == "cuda_oom" and rc.rank == 1 and rc.evidence == "traceback"
+
+
+def test_no_ladder_evidence_is_no_failure(write):
+    text = ["epoch 1 step 10 loss 2.0", "WARNING: deprecated flag --foo", "val_error 0.12", "epoch 1 step 20 loss 1.9"]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "no_failure" and d.root_cause is None

@@ -1,0 +1,62 @@
+"""Liveness (diagnosis.liveness): failure-like findings their printer outlived are handled,
+never the root cause; real failures are not swallowed."""
+
+from __future__ import annotations
+
+from slurmdoc.api import diagnose
+
+TB = ["Traceback (most recent call last):", '  File "loader.py", line 40, in fetch', "ConnectionResetError: [Errno 104] Connection reset by peer"]
+
+
+def prefixed(prefix: str, lines: list[str]) -> list[str]:
+    return [prefix + line for line in lines]
+
+
+def test_a_traceback_followed_by_progress_on_the_same_rank_is_handled(write):
+    text = prefixed("[rank1]: ", ["step 10 loss 2.0"] + TB + ["step 11 loss 1.9", "step 12 loss 1.8"])
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "no_failure" and d.root_cause is None
+    (h,) = d.handled
+    assert h.rank == 1 and "Connection reset" in h.message and h.evidence == "traceback" and h.resumed_at.endswith(":6")  # its last progress line
+
+
+def test_progress_on_another_rank_does_not_hide_a_failure(write):
+    text = prefixed("[rank1]: ", ["step 10 loss 2.0"] + TB) + prefixed("[rank0]: ", ["step 11 loss 1.9", "step 12 loss 1.8"])
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and d.root_cause.rank == 1 and not d.handled
+
+
+def test_progress_before_the_traceback_does_not_count(write):
+    text = ["step 10 loss 2.0", "step 11 loss 1.9"] + TB
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and "Connection reset" in d.root_cause.message
+
+
+def test_the_only_stream_of_a_plain_log_counts_as_one_printer(write):
+    text = ["step 10 loss 2.0"] + TB + ["step 11 loss 1.9"]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "no_failure" and len(d.handled) == 1
+
+
+def test_a_later_failure_after_a_handled_one_is_the_root(write):
+    text = ["step 10 loss 2.0"] + TB + ["step 11 loss 1.9", "Traceback (most recent call last):", '  File "t.py", line 9, in step', "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB."]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.root_cause.category == "cuda_oom" and [h.message[:20] for h in d.handled] == ["ConnectionResetError"]
+
+
+def test_a_clean_end_for_the_job_covers_earlier_tracebacks(write):
+    text = prefixed("[rank0]: ", TB) + ["I1122 09:30:01.000000 140 torch/distributed/elastic/agent/server/api.py:879] [default] worker group successfully finished. Waiting 300 seconds for other agents to finish."]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "no_failure" and d.handled[0].resumed_at.endswith(":4")
+
+
+def test_a_clean_end_said_by_one_rank_covers_only_that_rank(write):
+    text = prefixed("[rank1]: ", TB) + prefixed("[rank0]: ", ["Training completed in 1:02:03."])
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and d.root_cause.rank == 1
+
+
+def test_a_launcher_failure_report_is_never_outlived(write):
+    text = ["step 10 loss 2.0", "srun: error: n1: task 0: Exited with exit code 1", "step 11 loss 1.9"]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed"
