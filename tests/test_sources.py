@@ -185,3 +185,17 @@ def test_a_hole_of_nuls_does_not_make_a_log_binary():
     # scattered NULs (UTF-16 without its BOM, executables) are still binary
     assert looks_binary("0: step 1 loss 2.3\n".encode("utf-16-le") * 10)
     assert looks_binary(b"\x7fELF\x02\x01\x01\x00" + b"\x00\x03\x00\x3e\x00\x01\x00\x00\x00" * 50)
+
+
+def test_a_tail_too_large_to_count_in_time_says_where_its_numbers_start(tmp_path, monkeypatch):
+    import slurmdoc.ingest.sources as sources
+
+    p = tmp_path / "job.log"
+    p.write_bytes(b"".join(b"line %d\n" % i for i in range(2_000_000)))  # more than one counting block
+    monkeypatch.setattr(sources, "TAIL_COUNT_SECONDS", 0.0)
+    w: list[str] = []
+    (inp,) = make_inputs([str(p)], w, tail_bytes=100)
+    got = list(read_lines(inp, w))
+    assert inp.info.path == f"{p} (its last {inp.size} bytes)" and inp.info.first_line == 1
+    assert got[0] == (1, got[0][1]) and got[-1][1] == "line 1999999"
+    assert any("numbered from there" in x for x in w)

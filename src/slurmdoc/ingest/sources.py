@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import sys
+import time
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator, Optional
@@ -245,6 +246,8 @@ def make_inputs(paths: list[str], warnings: list[str], tail_bytes: Optional[int]
             inp = tail_input(p, tail_bytes, i)
             if inp.info.first_line > 1:
                 warnings.append(f"{p}: diagnosed from line {inp.info.first_line} on (its last {inp.size} bytes), not the lines before")
+            elif inp.info.path != p:
+                warnings.append(f"{p}: diagnosed its last {inp.size} bytes only, numbered from there (too large to count the lines before in time)")
             inputs.append(inp)
             continue
         hints = path_hints(p)
@@ -258,12 +261,17 @@ def make_inputs(paths: list[str], warnings: list[str], tail_bytes: Optional[int]
     return inputs
 
 
+TAIL_COUNT_SECONDS = 5.0  # spent counting the lines before a tail (a few GB from the page cache)
+
+
 def tail_input(path: str, nbytes: int, index: int = 0) -> Input:
     """The last `nbytes` of a log file (from the first line that starts within them), read
     as an input of its own that keeps the file's name and line numbers: what a diagnosis
     cut short by a time budget reads, and still names `path:line` as the whole file would.
 
-    The lines before the tail are counted (newlines only, at memory speed), not parsed.
+    The lines before the tail are counted (newlines only, at memory speed), not parsed; past
+    TAIL_COUNT_SECONDS of counting, lines are numbered from the tail's start and the source
+    is named `path (its last N bytes)`, so no line number is ever wrong.
     A gzip file or anything but a regular file is read whole: its bytes are no lines.
     """
     hints = path_hints(path)
@@ -285,16 +293,20 @@ def tail_input(path: str, nbytes: int, index: int = 0) -> Input:
                     start = size
                     break
             f.seek(0)
-            lines = 0
+            lines: Optional[int] = 0
             left = start
             buf = bytearray(1 << 22)
             view = memoryview(buf)
+            until = time.monotonic() + TAIL_COUNT_SECONDS
             while left > 0:
                 n = f.readinto(view[: min(left, len(buf))])
                 if not n:
                     break
-                lines += buf.count(b"\n", 0, n)
+                lines += buf.count(b"\n", 0, n)  # type: ignore[operator]
                 left -= n
+                if left > 0 and time.monotonic() > until:
+                    lines = None  # too large to count in time: the tail's own numbers, said so
+                    break
     except (OSError, LookupError):
         return Input(SourceInfo(index=index, path=path, **hints), (lambda: _open_file(path)), None)
 
@@ -303,6 +315,8 @@ def tail_input(path: str, nbytes: int, index: int = 0) -> Input:
         f.seek(start)
         return io.BufferedReader(_UpTo(f, size - start), buffer_size=1 << 16)  # type: ignore[return-value]
 
+    if lines is None:
+        return Input(SourceInfo(index=index, path=f"{path} (its last {size - start} bytes)", **hints), open_tail, size - start)
     return Input(SourceInfo(index=index, path=path, first_line=lines + 1, **hints), open_tail, size - start)
 
 
