@@ -124,6 +124,8 @@ def test_budget_cuts_a_huge_log_short(tmp_path):
     rep = json.loads((tmp_path / f"slurm-{JOB}.slurmdoc.json").read_text())
     assert rep["job"]["partial"] is True
     assert rep["root_cause"]["message"] == "RuntimeError: planted at the end"  # found in the tail
+    # named where it is in the log, not as a line of an anonymous <stdin>
+    assert rep["root_cause"]["source"] == f"{log}:{200_000 * 3 + 40_000 + 3}"
 
 
 def test_healthy_job_writes_nothing_unless_asked(tmp_path):

@@ -255,9 +255,9 @@ def prepare_user_side(req: dict) -> dict:
     return out
 
 
-def _fork_diagnosis(paths: list[str], book, stdin_bytes: Optional[bytes] = None) -> tuple[int, int]:
+def _fork_diagnosis(paths: list[str], book, stdin_bytes: Optional[bytes] = None, tail_bytes: Optional[int] = None) -> tuple[int, int]:
     """(pid, fd): a forked child (the loaded rules come along) diagnoses `paths` ("-": the bytes
-    given) and sends its answer on fd."""
+    given; with `tail_bytes`, each log's tail, named by its path and line) and sends its answer on fd."""
     import pickle
 
     from slurmdoc.slurm.privsep import set_parent_death_signal
@@ -280,7 +280,7 @@ def _fork_diagnosis(paths: list[str], book, stdin_bytes: Optional[bytes] = None)
             from slurmdoc.errors import SlurmdocError
 
             try:
-                msg = ("ok", diagnose(paths, rulebook=book).model_dump(mode="json"))
+                msg = ("ok", diagnose(paths, rulebook=book, tail_bytes=tail_bytes).model_dump(mode="json"))
             except SlurmdocError as e:
                 msg = ("error", e.one_line())
             except MemoryError:
@@ -357,26 +357,19 @@ def _diagnose_logs(logs: list[str], book, left, tail_bytes: int):
         if size > best:
             best, big = size, p
     children = {"whole": _fork_diagnosis(logs, book)}
-    tail = b""
     tail_error = None
     if best > tail_bytes:
-        try:
-            with open(big, "rb") as fh:
-                size = fh.seek(0, 2)
-                fh.seek(max(0, size - tail_bytes))
-                tail = fh.read(tail_bytes)
-            nl = tail.find(b"\n")
-            tail = tail[nl + 1:] if nl >= 0 else tail
-            children["tail"] = _fork_diagnosis(["-"], book, tail)
-        except OSError as e:
-            tail_error = f"the diagnosis ran out of time and the log's tail could not be read ({e.strerror})"
+        # the tail is read by its path, so that the report names the log's path and line
+        children["tail"] = _fork_diagnosis([big], book, tail_bytes=tail_bytes)
     got = _collect(children, time.monotonic() + max(0.1, left()), "whole")
     if "whole" in got:
         kind, body = got["whole"]
         return (body, False, None) if kind == "ok" else (None, False, body)
     if "tail" in got and got["tail"][0] == "ok":
         return got["tail"][1], True, \
-            f"the whole log did not fit the budget: diagnosed its last {len(tail) >> 10} KiB ({display(big)})"
+            f"the whole log did not fit the budget: diagnosed its last {min(best, tail_bytes) >> 10} KiB ({display(big)})"
+    if "tail" in got:
+        tail_error = f"the diagnosis ran out of time and the log's tail gave no answer ({got['tail'][1]})"
     return None, True, tail_error or "the diagnosis ran out of time"
 
 
