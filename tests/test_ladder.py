@@ -77,3 +77,26 @@ def test_no_ladder_evidence_is_no_failure(write):
     text = ["epoch 1 step 10 loss 2.0", "WARNING: deprecated flag --foo", "val_error 0.12", "epoch 1 step 20 loss 1.9"]
     d = diagnose([write("j.log", "\n".join(text))])
     assert d.status == "no_failure" and d.root_cause is None
+
+
+FORMS = __import__("pathlib").Path(__file__).resolve().parent / "forms"
+
+
+def test_the_ladder_forms_say_their_level_and_rank_source():
+    want = {
+        "ladder_summary_only_sigkill.log": ("launcher", "launcher"),
+        "ladder_rank_in_message_no_prefix.log": (None, "message"),
+        "ladder_local_rank_in_usage_error.log": ("exception", "message"),
+        "ladder_error_line_at_the_end.log": ("error_line", None),
+    }
+    for name, (level, source) in want.items():
+        rc = diagnose([str(FORMS / name)]).root_cause
+        assert rc is not None, name
+        assert level is None or rc.evidence == level, (name, rc.evidence)
+        assert rc.rank_source == source, (name, rc.rank_source)
+
+
+def test_process_group_ranks_are_not_global_ranks(write):
+    text = ["[E1121 09:00:00.000 ProcessGroupNCCL.cpp:1] [PG 1 Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."]
+    rc = diagnose([write("j.log", "\n".join(text))]).root_cause
+    assert rc is not None and rc.rank is None and rc.rank_source is None

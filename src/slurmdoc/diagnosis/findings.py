@@ -160,6 +160,7 @@ class Collector:
             and event.kind == "line"
             and prev.event.kind == "line"
             and prev.captures.get("node") == match.captures.get("node")  # srun lines about other hosts stay apart
+            and not (rule.spec.rank_source == "message" and self._refs(event, match) != prev.refs[:1])  # each rank's own message
         ):
             # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
             # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
@@ -195,7 +196,7 @@ class Collector:
         who = event.first.who
         node_idx = who.label if who.label is not None else who.node_index
         grank, lrank = to_int(caps.get("rank")), to_int(caps.get("local_rank"))
-        if node_idx is not None and grank is not None and lrank is not None and len(self.placements) < 100_000:
+        if node_idx is not None and grank is not None and lrank is not None and rule.spec.rank_source == "launcher" and len(self.placements) < 100_000:
             # a launcher summary says which global rank a node's local rank was
             self.placements[(event.first.source, node_idx, lrank)] = grank
         if match.known_ranks and len(self.known_ranks) < 1_000_000:
@@ -284,14 +285,17 @@ class Collector:
             # srun-native launches, node indexes when srun starts one torchrun per node
             return [RankRef(src, label=t, via="launcher") for t in parse_tasks(caps["tasks"])[:100_000]]
         rank = to_int(caps.get("rank"))
-        if rank is not None and rank >= 0 and match.rule.spec.rank_source == "message":
+        local = to_int(caps.get("local_rank"))
+        if match.rule.spec.rank_source == "message" and ((rank is not None and rank >= 0) or (local is not None and local >= 0)):
             # a rank named inside an error message: below the line's own prefix or file
             if who.rank is not None or who.label is not None or who.local is not None:
                 return [who]
-            return [RankRef(src, rank=rank, via="message")]
+            if rank is not None and rank >= 0:
+                return [RankRef(src, rank=rank, via="message")]
+            return [RankRef(src, local=local, node_index=who.node_index, via="message")]
         if rank is not None and rank >= 0:
             return [RankRef(src, rank=rank, via="launcher")]
-        if (local := to_int(caps.get("local_rank"))) is not None and local >= 0:
+        if local is not None and local >= 0:
             return [RankRef(src, label=who.label, local=local, node_index=who.node_index, via="launcher")]
         if match.rule.spec.attribution == "text" or event.first.origin in ("launcher", "scheduler"):
             return []
