@@ -11,7 +11,8 @@ from datetime import datetime
 from slurmdoc.api import diagnose
 from slurmdoc.report.json_format import render
 
-# two nodes' files; glog lines carry no year (it comes from the newest input's mtime), the
+# two nodes' files; glog lines carry no year (it comes from the newest input's mtime: the
+# latest year that does not put them after it), the
 # crash on node 1 is a second after node 0's last progress line
 FILES = {
     "node0.log": "".join(
@@ -56,16 +57,17 @@ def test_write_order_listing_order_and_mtimes_do_not_matter(tmp_path):
     got = {json_of(d) for d in (a, b, c)}
     assert len(got) == 1
     doc = got.pop()
-    # the newest input is from 2025: glog times are dated 2025 whichever file that is
-    assert '"timestamp": "2025-12-31T23:59:52"' in doc and '"category": "cuda_oom"' in doc
+    # the newest input is from June 2025: its 31 December lines were written in 2024,
+    # whichever file that is
+    assert '"timestamp": "2024-12-31T23:59:52"' in doc and '"category": "cuda_oom"' in doc
 
 
 def test_glog_year_is_the_newest_inputs(tmp_path):
     names = sorted(FILES)
     old = make(tmp_path / "old", names, [datetime(2023, 5, 1).timestamp()] * 3)
     mixed = make(tmp_path / "mixed", names, [datetime(2023, 5, 1).timestamp(), datetime(2023, 5, 1).timestamp(), datetime(2026, 2, 1).timestamp()])
-    assert '"timestamp": "2023-12-31T23:59:52"' in json_of(old)
-    assert '"timestamp": "2026-12-31T23:59:52"' in json_of(mixed)
+    assert '"timestamp": "2022-12-31T23:59:52"' in json_of(old)
+    assert '"timestamp": "2025-12-31T23:59:52"' in json_of(mixed)
 
 
 def test_byte_identical_across_processes_and_hash_seeds(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Callable, Iterable, Iterator, Optional
 
 from slurmdoc.diagnosis.analyze import Analyzer
@@ -20,9 +20,10 @@ from slurmdoc.ingest.sources import Input, make_inputs, read_lines
 from slurmdoc.models import Diagnosis, LogLine, SourceInfo
 
 
-def _default_year(inputs: list[Input]) -> int:
-    """The year for glog times before any full timestamp: that of the newest input's mtime,
-    so neither the order of the files nor which one was written first changes it."""
+def _parser(inputs: list[Input]) -> PrefixParser:
+    """A prefix parser for these inputs, dating glog times (no year) by the newest input's
+    modification time, in UTC, so neither the order of the files, which one was written
+    first, nor the process's time zone changes them; with no file, by the time now."""
     newest = None
     for inp in inputs:
         if inp.info.path != "<stdin>":
@@ -31,7 +32,9 @@ def _default_year(inputs: list[Input]) -> int:
             except OSError:
                 continue
             newest = m if newest is None else max(newest, m)
-    return datetime.fromtimestamp(newest).year if newest is not None else datetime.now().year
+    t = datetime.now(timezone.utc) if newest is None else datetime.fromtimestamp(newest, timezone.utc)
+    t = t.replace(tzinfo=None)
+    return PrefixParser(t.year, until=t)
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -69,7 +72,7 @@ def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> 
 
 def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None) -> Iterator[LogLine]:
     """Every input line as LogLine(s), in order (the exact, line-by-line reader)."""
-    parser = PrefixParser(_default_year(inputs))
+    parser = _parser(inputs)
     for inp in inputs:
         for lineno, raw in read_lines(inp, warnings, on_bytes):
             yield from split_line(parser, inp.info, lineno, raw)
@@ -101,7 +104,7 @@ def diagnose(
     matcher = Matcher(book)
     assembler = Assembler(matcher.interesting)
     analyzer = Analyzer([i.info for i in inputs], skew=skew)
-    parser = PrefixParser(_default_year(inputs))
+    parser = _parser(inputs)
     prefilter = None
     if budget is not None:
         engine = os.environ.get("SLURMDOC_PREFILTER", "auto")

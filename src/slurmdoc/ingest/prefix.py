@@ -95,6 +95,30 @@ def parse_ts(text: str, year: int) -> Optional[datetime]:
     return None
 
 
+def _nearest_year(ts: datetime, ref: datetime) -> int:
+    """The year that puts month-day-time `ts` nearest `ref` (one of ref's year and the two around it)."""
+    best: Optional[datetime] = None
+    for y in (ref.year - 1, ref.year, ref.year + 1):
+        try:
+            c = ts.replace(year=y)
+        except ValueError:
+            continue
+        if best is None or abs(c - ref) < abs(best - ref):
+            best = c
+    return best.year if best is not None else ref.year
+
+
+def _year_not_after(ts: datetime, until: datetime) -> int:
+    """The latest year that does not put month-day-time `ts` after `until`."""
+    for y in (until.year + 1, until.year, until.year - 1):
+        try:
+            if ts.replace(year=y) <= until:
+                return y
+        except ValueError:
+            continue
+    return until.year - 1
+
+
 LOG_RECORD = re.compile(r"\[?[IWEF]\d{4} |\[|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):")
 
 
@@ -122,20 +146,55 @@ def _is_prefix_head(pre: str) -> bool:
 
 
 class PrefixParser:
-    """Stateless per line, except for the year used to date glog timestamps."""
+    """Stateless per line, except for dating glog timestamps, which carry no year.
 
-    def __init__(self, year: int) -> None:
+    A glog time is dated per printer (its stream): the first one of a printer takes the year
+    that puts it nearest the latest full timestamp (its printer's own, else any printer's);
+    with none, the latest year that does not put it after `until` (the inputs' newest
+    modification time, UTC: a line is written before its file last changes; a day of slack
+    for the printer's local time). After that, a month going backwards on that printer is
+    a new year. Nothing depends on the process's time zone.
+    """
+
+    MAX_PRINTERS = 100_000  # printers whose glog year is remembered (beyond: start over)
+
+    def __init__(self, year: int, until: Optional[datetime] = None) -> None:
         self.year = year
-        self.month: Optional[int] = None  # of the latest full timestamp, once one is seen
+        self.until = until
+        self._glog: dict[tuple, tuple[int, int]] = {}  # printer -> (year, month) of its last glog time
+        self._full: dict[tuple, datetime] = {}  # printer -> its latest full timestamp
+        self._latest: Optional[datetime] = None  # the latest full timestamp of any printer
+        self._peeking = False
 
-    def _date(self, ts: datetime, text: str) -> datetime:
-        """Keep the year of the latest full timestamp; give it to year-less glog times."""
+    def _date(self, ts: datetime, text: str, key: tuple = ()) -> datetime:
+        """`ts` with its year resolved when `text` starts with a year-less glog time."""
         if text[:1] in "IWEF" or text[:2] in ("[I", "[W", "[E", "[F"):
             if GLOG_TS.match(text) and not ISO_TS.match(text.lstrip("[")):
-                if self.month is not None and ts.month > self.month + 6:
-                    return ts.replace(year=self.year - 1)  # December glog line, January ISO line
-                return ts
-        self.year, self.month = ts.year, ts.month
+                last = self._glog.get(key)
+                if last is not None:
+                    year = last[0] + 1 if ts.month < last[1] else last[0]  # the month went back: a new year
+                else:
+                    ref = self._full.get(key) or self._latest
+                    if ref is not None:
+                        year = _nearest_year(ts, ref)
+                    elif self.until is not None:
+                        year = _year_not_after(ts, self.until + timedelta(days=1))
+                    else:
+                        year = self.year
+                if not self._peeking:
+                    if len(self._glog) >= self.MAX_PRINTERS:
+                        self._glog.clear()
+                    self._glog[key] = (year, ts.month)
+                try:
+                    return ts.replace(year=year)
+                except ValueError:  # 29 February of a year that has none
+                    return ts
+        if not self._peeking:
+            if len(self._full) >= self.MAX_PRINTERS:
+                self._full.clear()
+            self._full[key] = ts
+            self._glog.pop(key, None)  # its next glog time is dated against this one
+            self._latest = ts
         return ts
 
     def split_glued(self, raw: str) -> list[str]:
@@ -186,9 +245,11 @@ class PrefixParser:
             return m.start()
         i = raw.find(TB_HEADER_TEXT, 1)
         if i > 0 and not raw[:i].endswith(NOT_GLUED_TB):
-            year, month = self.year, self.month
-            ll = self.parse(SourceInfo(index=0, path=""), 0, raw)
-            self.year, self.month = year, month  # a look-ahead must not date later lines
+            self._peeking = True  # a look-ahead must not date later lines
+            try:
+                ll = self.parse(SourceInfo(index=0, path=""), 0, raw)
+            finally:
+                self._peeking = False
             head = ll.text[: len(ll.text) - (len(raw) - i)]
             if head.strip():
                 return i
@@ -266,7 +327,8 @@ class PrefixParser:
         if ts is None:
             ts = parse_ts(text, self.year)
         if ts is not None:
-            ts = self._date(ts, text)
+            ts = self._date(ts, text, inherit.stream if inherit is not None and pos == 0 else
+                            (src.index, label, rank, local) if rank is not None or local is not None else (src.index, label, host, tag))
 
         if inherit is not None and pos == 0:
             # a `\r` segment with no prefix of its own belongs to the line it is part of
