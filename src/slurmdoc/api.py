@@ -78,6 +78,21 @@ def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[C
             yield from split_line(parser, inp.info, lineno, raw)
 
 
+_PREFILTERS: dict[tuple, Prefilter] = {}
+
+
+def _prefilter(keywords: tuple[list[str], list[str]], engine: str) -> Prefilter:
+    """The compiled prefilter of a keyword set, built once per process: a scan of thousands of
+    jobs diagnoses each with the same rules (compiling costs tens of ms per job)."""
+    key = (tuple(keywords[0]), tuple(keywords[1]), engine)
+    pf = _PREFILTERS.get(key)
+    if pf is None:
+        if len(_PREFILTERS) >= 4:
+            _PREFILTERS.clear()
+        pf = _PREFILTERS[key] = Prefilter(*keywords, engine=engine)
+    return pf
+
+
 def diagnose(
     paths: list[str],
     rulebook: Optional[Rulebook] = None,
@@ -111,7 +126,7 @@ def diagnose(
         if engine not in ENGINES:
             raise InputError(f"SLURMDOC_PREFILTER={engine!r} is not a prefilter", f"use one of {', '.join(ENGINES)}")
         try:
-            prefilter = Prefilter(*matcher.keywords, engine=engine)
+            prefilter = _prefilter(matcher.keywords, engine)
         except RuntimeError as e:
             raise InputError(f"SLURMDOC_PREFILTER={engine}: {e}", "install it, or use auto") from None
     tracker = ActivityTracker()
