@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from time import perf_counter
 from typing import Optional
 
@@ -57,6 +58,14 @@ def trie_regex(words: list[str]) -> str:
     return build(trie)
 
 
+@lru_cache(maxsize=4)
+def _keyword_regex(cs: tuple[str, ...], ci: tuple[str, ...]) -> re.Pattern[str]:
+    """The per-line keyword prefilter of a keyword set, built once per process (a scan of many
+    jobs builds one Matcher per job with the same rules)."""
+    parts = ([trie_regex(list(cs))] if cs else []) + ([f"(?i:{trie_regex(list(ci))})"] if ci else [])
+    return re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
+
+
 class Matcher:
     def __init__(self, book: Rulebook) -> None:
         self.book = book
@@ -75,9 +84,7 @@ class Matcher:
 
     def interesting(self, text: str) -> bool:
         if self._prefilter is None:
-            cs, ci = self.keywords
-            parts = ([trie_regex(cs)] if cs else []) + ([f"(?i:{trie_regex(ci)})"] if ci else [])
-            self._prefilter = re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
+            self._prefilter = _keyword_regex(tuple(self.keywords[0]), tuple(self.keywords[1]))
         return self._prefilter.search(text) is not None
 
     def classify(self, event: Event) -> Optional[Match]:
