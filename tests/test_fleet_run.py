@@ -150,3 +150,16 @@ def test_rules_are_loaded_once_per_process(tmp_path, monkeypatch):
     monkeypatch.setattr(run_mod, "_BOOK", None)
     total, recs = scan(ScanOptions([str(tmp_path)]), [])
     assert [r.category for r in recs] == ["python_exception"] * 3 and len(calls) == 1
+
+
+def test_the_prefilter_is_compiled_once_per_process(tmp_path, monkeypatch):
+    import slurmdoc.api as api
+
+    for j in range(3):
+        (tmp_path / f"slurm-{j}.out").write_text(TB.format("ValueError: x"))
+    built = []
+    real = api.Prefilter
+    monkeypatch.setattr(api, "Prefilter", lambda *a, **k: built.append(1) or real(*a, **k))
+    monkeypatch.setattr(api, "_PREFILTERS", {})
+    total, recs = scan(ScanOptions([str(tmp_path)]), [])
+    assert len(list(recs)) == 3 and len(built) == 1
