@@ -144,3 +144,16 @@ def test_diagnose_cli_refuses_several_jobs(tmp_path):
     assert "2 jobs" in r.stderr and "slurmdoc scan" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", str(tmp_path / "slurm-1.out")], capture_output=True, text=True)
     assert r.returncode == 1
+
+
+def test_a_fifo_is_never_opened_to_find_its_job(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    got = []
+    t = threading.Thread(target=lambda: got.append(job_of(str(fifo))), daemon=True)
+    t.start()
+    t.join(10)  # opening a FIFO without a writer would block here
+    assert got == [(None, "directory")]
