@@ -384,3 +384,32 @@ def test_a_template_at_the_nesting_limit_works_at_diagnosis(tmp_path):
     assert r.returncode == 1, r.stderr
     root = json.loads(r.stdout)["root_cause"]
     assert root["rule_id"] == "deep-ok" and root["remediation"].startswith("Frobnication gave up after 2048 tries"), root
+
+
+@pytest.mark.parametrize("field", ["patterns[0]", "exclude[0]", "known_ranks"])
+@pytest.mark.parametrize("pattern", ["(?:a{1000}){1000}", "x{4294967294}", "(?:(?:b{100}){100}){100}", "(?P<n>a)|(?P<n>b{900}){900}"])
+def test_counted_repetitions_that_expand_past_the_bound_are_refused_fast(tmp_path, field, pattern):
+    # `regex` takes seconds and hundreds of MB to compile a million-piece expansion (and
+    # never finishes a four-billion one); the pattern is measured before it is compiled
+    text = CLEAN
+    if field == "patterns[0]":
+        text = text.replace("patterns: ['OSError", f"patterns: ['{pattern}', 'OSError")
+    elif field == "known_ranks":
+        text += f"known_ranks: '(\\d+){pattern}'\n"
+    else:
+        text += f"exclude: ['{pattern}']\n"
+    t = time.perf_counter()
+    with pytest.raises(RuleError) as e:
+        load_pack(pack(tmp_path, "rep.yaml", text), "user")
+    assert time.perf_counter() - t < 30  # sanity cap: measuring takes milliseconds
+    msg = e.value.one_line()
+    assert f"field '{field}'" in msg and "counted repetitions" in msg, msg
+
+
+def test_the_bundled_pack_passes_every_load_check_a_user_pack_gets():
+    # released packs skip the compile-time checks at start-up; they must pass them here
+    rules = load_pack(bundled_rules_dir(), "bundled", released=False)
+    assert len(rules) >= 10
+    for r in rules:
+        for p in list(r.spec.patterns) + list(r.spec.exclude) + ([r.spec.known_ranks] if r.spec.known_ranks else []):
+            assert loader_mod.repeat_weight(p) <= loader_mod.MAX_PATTERN_WEIGHT and loader_mod.group_depth(p) <= loader_mod.MAX_PATTERN_DEPTH

@@ -13,6 +13,13 @@ from typing import Optional
 
 import regex
 import yaml
+
+try:  # Python's own regex parser, to measure a pattern before `regex` compiles it
+    import re._constants as _sre  # type: ignore[import-not-found]
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+except ImportError:  # Python 3.10
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
 from pydantic import ValidationError
 
 from slurmdoc.engine import safeyaml
@@ -27,6 +34,7 @@ MATCH_TIMEOUT = 0.25  # seconds any one pattern may spend on one event
 # pack stays far below each: its largest rule has 21 keywords and a 463-character pattern.
 MAX_PATTERN_CHARS = 4_000  # one regex (patterns, exclude, known_ranks)
 MAX_PATTERN_DEPTH = 20  # groups nested in one regex (the regex parser recurses per level)
+MAX_PATTERN_WEIGHT = 20_000  # pieces a regex compiles to, counted repetitions expanded (bundled: 421)
 MAX_PATTERNS = 200  # patterns plus exclude of one rule
 MAX_KEYWORD_CHARS = 200  # one keyword
 MAX_RULE_KEYWORDS = 1_000  # keywords of one rule
@@ -193,7 +201,7 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
         raise RuleError(f"{fname}:{line}" if line else fname, stem, loc or None, err["msg"])
     if spec.id is not None and spec.id != stem:
         raise RuleError(fname, stem, "id", f"id '{spec.id}' differs from the file name '{stem}'")
-    _check_sizes(spec, fname, stem)
+    _check_sizes(spec, fname, stem, measure=not released)
     flags = regex.MULTILINE | regex.VERSION0
     if spec.ignore_case:
         flags |= regex.IGNORECASE
@@ -243,7 +251,7 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
     return Rule(stem, spec, fname, pack, patterns, excludes, keywords, frozenset(groups), known)
 
 
-def _check_sizes(spec: RuleSpec, fname: str, stem: str) -> None:
+def _check_sizes(spec: RuleSpec, fname: str, stem: str, measure: bool = True) -> None:
     """Counts and lengths within the MAX_* bounds, checked before anything is compiled."""
     if len(spec.keywords) > MAX_RULE_KEYWORDS:
         raise RuleError(fname, stem, "keywords", f"{len(spec.keywords)} keywords, more than the {MAX_RULE_KEYWORDS} a rule may have")
@@ -260,6 +268,53 @@ def _check_sizes(spec: RuleSpec, fname: str, stem: str) -> None:
             raise RuleError(fname, stem, fld, f"{len(p)} characters, longer than the {MAX_PATTERN_CHARS} a pattern may have")
         if group_depth(p) > MAX_PATTERN_DEPTH:
             raise RuleError(fname, stem, fld, f"groups nested deeper than {MAX_PATTERN_DEPTH} levels")
+        w = repeat_weight(p) if measure else 0
+        if w > MAX_PATTERN_WEIGHT:
+            raise RuleError(fname, stem, fld, f"counted repetitions ({{n}}) expand it to about {w} pieces, more than {MAX_PATTERN_WEIGHT}")
+
+
+_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT} | ({_sre.POSSESSIVE_REPEAT} if hasattr(_sre, "POSSESSIVE_REPEAT") else set())
+COUNT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
+
+
+def repeat_weight(pattern: str) -> int:
+    """How many pieces a regex compiles to once its counted repetitions are expanded
+    (`(?:a{1000}){1000}` is a million: seconds and hundreds of MB for `regex` to compile).
+    Read with Python's own parser; a pattern only `regex` reads is bounded by the product of
+    its counts, read from the text."""
+    try:
+        items = _sre_parse.parse(pattern, 0)
+    except Exception:  # noqa: BLE001 - regex-only syntax, or an error the compiler reports
+        w = 1
+        for m in COUNT.finditer(pattern):
+            w *= max(1, int(m.group(2) or m.group(1)) if m.group(2) != "" else int(m.group(1)))
+            if w > MAX_PATTERN_WEIGHT:
+                break
+        return w
+
+    def weight(seq) -> int:
+        w = 0
+        for op, av in seq:
+            if op in _REPEATS:
+                lo, hi, sub = av
+                w += max(1, hi if hi != _sre.MAXREPEAT else lo) * weight(sub)
+            elif op is _sre.SUBPATTERN:
+                w += weight(av[-1])
+            elif op is _sre.BRANCH:
+                w += sum(weight(b) for b in av[1])
+            elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
+                w += weight(av[1])
+            elif op is getattr(_sre, "ATOMIC_GROUP", None):
+                w += weight(av)
+            elif op is _sre.GROUPREF_EXISTS:
+                w += weight(av[1]) + (weight(av[2]) if av[2] else 0)
+            else:
+                w += 1
+            if w > MAX_PATTERN_WEIGHT:
+                return w
+        return w
+
+    return weight(items)
 
 
 def group_depth(pattern: str) -> int:
