@@ -100,3 +100,31 @@ def test_process_group_ranks_are_not_global_ranks(write):
     text = ["[E1121 09:00:00.000 ProcessGroupNCCL.cpp:1] [PG 1 Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."]
     rc = diagnose([write("j.log", "\n".join(text))]).root_cause
     assert rc is not None and rc.rank is None and rc.rank_source is None
+
+
+def test_a_launcher_s_own_traceback_is_its_report_of_the_child_not_the_job_s_error(write):
+    text = [
+        "epoch 3:  40%|####      | 400/1000 [10:00<15:00, 1.50s/it]",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/bin/accelerate", line 8, in <module>',
+        "    sys.exit(main())",
+        '  File "/opt/venv/lib/python3.11/site-packages/accelerate/commands/launch.py", line 700, in simple_launcher',
+        "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)",
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' died with <Signals.SIGSEGV: 11>. exit status -11",
+    ]
+    rc = diagnose([write("j.log", "\n".join(text))]).root_cause
+    assert rc.evidence == "launcher" and rc.category == "segfault"
+
+
+def test_a_launcher_traceback_yields_to_the_child_s_own_error(write):
+    text = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "train.py", line 12, in <module>',
+        "[rank1]: KeyError: 'input_ids'",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/accelerate/commands/launch.py", line 700, in multi_gpu_launcher',
+        "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)",
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit status 1.",
+    ]
+    rc = diagnose([write("j.log", "\n".join(text))]).root_cause
+    assert rc.rank == 1 and "KeyError" in rc.message and rc.evidence == "traceback"

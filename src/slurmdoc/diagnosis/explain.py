@@ -43,12 +43,21 @@ def fill_field(field_: str, values: dict) -> Optional[str]:
         return None
 
 
+# Windows status codes a crashed child exits with (NTSTATUS): access violation, stack
+# overflow, stack buffer overrun; all native crashes
+NATIVE_CRASH_CODES = {0xC0000005, 0xC00000FD, 0xC0000409}
+EXIT_STATUS = re.compile(r"(?:exit(?:ed with)? (?:status|code)|exitcode|return(?:ed)? code|returncode)\s*[:=]?\s*(-?\d+)", re.IGNORECASE)
+
+
 def exit_category(exitcode: Optional[str]) -> Optional[str]:
     """The category an exit status points to when it is all there is: a signal (`-9`, or a
-    shell's 128+9 = 137) by its usual meaning (slurm.exitcodes), else None."""
+    shell's 128+9 = 137) by its usual meaning (slurm.exitcodes), a native crash's Windows
+    status, else None."""
     code = to_int(exitcode)
     if code is None:
         return None
+    if code in NATIVE_CRASH_CODES:
+        return "segfault"
     sig = -code if code < 0 else code - 128 if 128 < code < 160 else None
     return SIGNAL_CATEGORY.get(sig) if sig is not None else None
 
@@ -141,9 +150,13 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
             rule = other.rule
             category = rule.category
             break
-    if category == "unknown" and level in ("launcher", "exit"):
-        # only an exit status: a signal says what kind of end it was
-        category = exit_category(caps.get("exitcode")) or category
+    if category in ("unknown", "python_exception") and level in ("launcher", "exit"):
+        # only an exit status: a signal says what kind of end it was (a launcher's own
+        # exception is no Python error of the job's)
+        code = caps.get("exitcode")
+        if code is None and (m := EXIT_STATUS.search(root.message())):
+            code = m.group(1)
+        category = exit_category(code) or "unknown"
     # context that explains this kind of failure (NCCL on TCP sockets behind a timeout)
     explained = [f for f in c.contexts if rule.category in f.rule.spec.explains][:3]
     for f in explained:

@@ -25,6 +25,17 @@ from slurmdoc.engine.schema import EVIDENCE_LEVELS
 # ended by a signal, whatever printed it: with no rank named and no launcher speaking, an exit
 SIGNAL_CATEGORIES = ("killed", "segfault", "sigterm_cascade")
 NAMES_A_RANK = ("rank", "local_rank", "tasks")
+# modules of launchers: a traceback raised inside one is the launcher reporting that its
+# child failed (accelerate's CalledProcessError, torchrun's ChildFailedError), not the
+# child's own error
+LAUNCHER_MODULES = (
+    "torch/distributed/run.py",
+    "torch/distributed/launch.py",
+    "torch/distributed/elastic/",
+    "torch/distributed/launcher/",
+    "accelerate/commands/launch.py",
+    "deepspeed/launcher/",
+)
 
 def level_of(f: Finding) -> str:
     """The rung of the ladder a finding stands on."""
@@ -35,6 +46,9 @@ def level_of(f: Finding) -> str:
     if spec.launcher_verdict:
         return "launcher"
     if ev.kind == "traceback" and not spec.exit_evidence:
+        frame = f.frame()
+        if frame is not None and any(m in frame.replace("\\", "/") for m in LAUNCHER_MODULES):
+            return "launcher"
         return "exception" if ev.partial() else "traceback"
     reported = ev.first.origin in ("launcher", "scheduler") or any(k in f.captures for k in NAMES_A_RANK)
     if spec.exit_evidence or spec.category in SIGNAL_CATEGORIES:

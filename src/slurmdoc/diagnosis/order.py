@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Optional
 
-from slurmdoc.diagnosis.findings import Collector, Finding, Group, before
+from slurmdoc.diagnosis.findings import Collector, Finding, Group, before, nonzero
 from slurmdoc.diagnosis.ladder import rank_in_choice
 from slurmdoc.diagnosis.layout import Layout
 from slurmdoc.diagnosis.liveness import Liveness
@@ -37,11 +37,17 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     symptoms = {k: g for k, g in c.symptoms.items() if alive(g.first)}
     exits = [f for f in c.exits if alive(f)]
     if causes:
-        root = earliest(strongest(causes), c.skew)
+        best = strongest(causes)
+        if rank_in_choice(best[0]) == 2:
+            # only reports of an end (a launcher's, an exit status): the first process to
+            # end is the first failure, whatever the rule calls the report (a plain non-zero
+            # exit before the kills that followed it)
+            best = best + [f for f in exits if nonzero(f) and rank_in_choice(f) == 2 and f.rule.role != "context"]
+        root = earliest(best, c.skew)
         deferred = _deferred(symptoms, lay, root, all_ranks)
         if deferred is not None:
             return Choice(deferred[0], True, deferred[1], root, handled)
-        return Choice(root, handled=handled)
+        return Choice(root, promoted=root.rule.role != "cause", handled=handled)
     if symptoms or exits:
         root, stragglers = _promote(symptoms, exits, lay, all_ranks, c.skew)
         return Choice(root, True, stragglers, handled=handled)
