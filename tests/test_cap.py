@@ -95,30 +95,51 @@ def run(*args):
     return subprocess.run([sys.executable, "-m", "slurmdoc", *args], capture_output=True, text=True, env=env, timeout=600)
 
 
-@pytest.mark.parametrize("timed", [False, True])
-def test_an_early_failure_completed_last_survives_past_the_cap(tmp_path, timed):
-    # one rank's traceback is open until the end of the input (it printed nothing after its
-    # exception line), while the other ranks' failures complete first and outnumber the cap
-    from slurmdoc.diagnosis.findings import MAX_CAUSES
-
+def quiet_rank_log(n_causes, timed):
+    """Rank 3's CUDA OOM first, its traceback completed only at the end of the input (it prints
+    nothing after its exception line), then `n_causes` other tracebacks that complete first."""
     stamp = (lambda s: f"2026-03-01 {s // 3600 % 24:02d}:{s // 60 % 60:02d}:{s % 60:02d} ") if timed else (lambda s: "")
     lines = [
         f"{stamp(0)}[rank3]: Traceback (most recent call last):",
         f'{stamp(0)}[rank3]:   File "train.py", line 5, in <module>',
         f"{stamp(0)}[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     ]
-    for i in range(MAX_CAUSES + 500):
+    for i in range(n_causes):
         r = i % 3
         s = 60 + i // 10
         lines += [f"{stamp(s)}[rank{r}]: Traceback (most recent call last):",
                   f'{stamp(s)}[rank{r}]:   File "data.py", line {i + 1}, in <module>',
                   f"{stamp(s)}[rank{r}]: ValueError: bad value {i}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("timed", [False, True])
+def test_an_early_failure_completed_last_survives_a_small_cap(tmp_path, monkeypatch, timed):
+    import slurmdoc.diagnosis.findings as findings
+    from slurmdoc.api import diagnose
+
+    monkeypatch.setattr(findings, "MAX_CAUSES", 300)
     log = tmp_path / "job.log"
-    log.write_text("\n".join(lines) + "\n")
+    log.write_text(quiet_rank_log(1_000, timed))
+    d = diagnose([str(log)])
+    rc = d.root_cause
+    assert (rc.category, rc.rank, rc.source) == ("cuda_oom", 3, f"{log}:3"), rc
+    assert any("further cause findings were counted but not kept" in w for w in d.warnings), d.warnings
+
+
+@pytest.mark.parametrize("timed", [False, True])
+def test_an_early_failure_completed_last_survives_past_the_cap(tmp_path, timed):
+    # the attack at full scale: more causes than the cap holds, through the command line
+    from slurmdoc.diagnosis.findings import MAX_CAUSES
+
+    log = tmp_path / "job.log"
+    log.write_text(quiet_rank_log(MAX_CAUSES + 500, timed))
     t = time.perf_counter()
     r = run("diagnose", "-f", "json", str(log))
     assert r.returncode == 1, r.stderr[-2000:]
     assert time.perf_counter() - t < 600  # sanity cap only
     root = json.loads(r.stdout)["root_cause"]
     assert (root["category"], root["rank"], root["source"]) == ("cuda_oom", 3, f"{log}:3"), root
-    assert "further cause findings were counted but not kept" in r.stderr
+    # the cap was reached, unless a loaded machine made the noise's rule spend its time budget
+    # (then it was dropped before the cap filled; the small-cap test above covers the cap)
+    assert "further cause findings were counted but not kept" in r.stderr or "python-exception: spent" in r.stderr, r.stderr
