@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from slurmdoc.slurm.models import JobVerdict
 
@@ -213,6 +213,21 @@ class Symptom(_Frozen):
     rank_ranges: str
     nodes: tuple[str, ...] = ()
     message: str = ""
+    first_time: Optional[str] = None  # ISO 8601 time of its first occurrence, when the line carried one
+
+
+class RankTime(_Frozen):
+    """One rank on the job's timeline (times ISO 8601): its first failure evidence, its last
+    progress mark, its last timestamped output."""
+
+    rank: int
+    node: Optional[str] = None
+    failed_at: Optional[str] = None
+    category: Optional[str] = None
+    role: Optional[Literal["root", "cause", "symptom"]] = None
+    progress_at: Optional[str] = None
+    step: Optional[int] = None
+    last_output: Optional[str] = None
 
 
 class Handled(_Frozen):
@@ -286,3 +301,6 @@ class Diagnosis(_Frozen):
     attempts: tuple[Attempt, ...] = ()  # when the log holds several attempts; the report is the last one's
     history: Optional[str] = None  # "3 attempts: cuda_oom on rank 12 each time"
     job: Optional[JobVerdict] = None  # `diagnose --job` / epilog: the log joined with Slurm's accounting
+    # per-rank timeline for the pictures (terminal strip, HTML page); one record per rank,
+    # so it stays out of the JSON
+    timeline: tuple[RankTime, ...] = Field(default=(), exclude=True)
