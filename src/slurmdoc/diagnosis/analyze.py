@@ -23,6 +23,7 @@ from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.order import choose_root
 from slurmdoc.diagnosis.replay import split_attempts
 from slurmdoc.diagnosis.straggler import look_for_stall, progress_of
+from slurmdoc.diagnosis.timeline import timeline
 from slurmdoc.models import Diagnosis, RankActivity, RootCause
 
 
@@ -71,4 +72,5 @@ class Analyzer(Collector):
             warnings=tuple(warnings),
             launcher_verdicts=tuple(verdicts),
             progress=progress_of(self, acts),
+            timeline=timeline(self, lay, root_cause, activity, rank_host),
         )

@@ -291,6 +291,7 @@ def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, ro
                 rank_ranges=ranges(ranks),
                 nodes=tuple(sorted(g.nodes)[:64]),
                 message=f.message()[:300],
+                first_time=f.ts.isoformat() if f.ts else None,
             )
         )
     out.sort(key=lambda s: (0 if s.role == "cause" else 1, -len(s.ranks), -s.count, s.rule_id))

@@ -84,6 +84,7 @@ class Group:
     count: int = 0
     refs: dict = field(default_factory=dict)
     nodes: set = field(default_factory=set)
+    times: dict = field(default_factory=dict)  # rank key -> time of its first occurrence
 
 
 def before(a: Finding, b: Finding) -> bool:
@@ -174,6 +175,8 @@ class Collector:
                 for r in refs:
                     if len(g.refs) < MAX_STREAMS_SEEN:
                         g.refs.setdefault(r.key(), r)
+                        if event.ts is not None:
+                            g.times.setdefault(r.key(), event.ts)
             return
         who = event.first.who
         if event.kind == "traceback" and who.label is not None and who.rank is None and who.local is None and len(self.agent_sources) < 10_000:
@@ -227,6 +230,8 @@ class Collector:
             for r in f.refs:
                 if len(g.refs) < MAX_STREAMS_SEEN:  # as many ranks as ranks_seen counts
                     g.refs.setdefault(r.key(), r)
+                    if f.ts is not None and (r.key() not in g.times or f.ts < g.times[r.key()]):
+                        g.times[r.key()] = f.ts
             if f.node:
                 g.nodes.add(f.node)
             if rule.spec.exit_evidence and len(self.exits) < 1000:
