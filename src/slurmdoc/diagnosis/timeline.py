@@ -37,15 +37,17 @@ def timeline(c: Collector, lay: Layout, root: Optional[RootCause], activity: Opt
             if ref is not None:
                 for r in lay.ranks([ref]):
                     note(r, ts, g.first.rule.category, "symptom")
-    if root is not None and root.timestamp:
+    if root is not None and root.timestamp and not root.stragglers:
+        # (a straggler's root line is a reporter's: its time is not the straggler's)
         ts = datetime.fromisoformat(root.timestamp)
         for r in root.ranks or ((root.rank,) if root.rank is not None else ()):
             first[r] = (ts, root.category, "root")  # its own evidence, even if a symptom came earlier
     acts = activity_by_rank(lay, activity or [])
     if not first and not any(a.last_ts for a in acts.values()):
         return ()
+    named = set(root.ranks) | set(root.stragglers) | ({root.rank} if root.rank is not None else set()) if root else set()
     out = []
-    for r in sorted(set(first) | set(acts))[:MAX_RANKS]:
+    for r in sorted(set(first) | set(acts) | named)[:MAX_RANKS]:
         f = first.get(r)
         a = acts.get(r)
         mark = max((m for m in a.progress.values() if m.ts), key=lambda m: m.ts, default=None) if a else None
