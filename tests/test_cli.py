@@ -292,3 +292,74 @@ def test_exact_reader_gives_the_same_json():
     exact = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", "--exact", "-f", "json", log], capture_output=True, text=True)
     assert fast.returncode == exact.returncode == 1
     assert fast.stdout == exact.stdout and '"cuda_oom"' in fast.stdout
+
+
+# ---- conventions: -h, -V, --output, --color, stdin, the picture, --full ------------------
+
+def test_short_help_and_version_flags():
+    h = run("-h")
+    assert h.returncode == 0 and b"diagnose" in h.stdout and b"--install-completion" in h.stdout
+    commands = h.stdout.split(b"Commands:")[1]
+    assert b"..." not in commands, "no command's help is cut off"
+    assert run("diagnose", "-h").returncode == 0
+    v = run("-V")
+    assert v.returncode == 0 and v.stdout.startswith(b"slurmdoc ")
+
+
+def test_output_writes_the_report_to_a_file(tmp_path):
+    out = tmp_path / "report.txt"
+    r = run("diagnose", "--output", str(out), str(EXAMPLE))
+    assert r.returncode == 1 and r.stdout == b""
+    assert out.read_text().startswith("VERDICT  cuda_oom on rank 0")
+    bad = run("diagnose", "--output", str(tmp_path / "no" / "such" / "dir.txt"), str(EXAMPLE))
+    assert bad.returncode == 2 and bad.stderr.count(b"\n") == 1 and b"Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("args,env,colored", [
+    ([], {}, False),  # not a terminal
+    (["--color", "always"], {}, True),
+    (["--color", "never"], {"FORCE_COLOR": "1"}, False),
+    ([], {"FORCE_COLOR": "1"}, True),
+    ([], {"FORCE_COLOR": "1", "NO_COLOR": "1"}, True),  # forcing wins
+    (["--color", "always"], {"NO_COLOR": "1"}, True),
+])
+def test_color_auto_always_never_and_force_color(args, env, colored):
+    r = run("diagnose", *args, str(EXAMPLE), env={"FORCE_COLOR": "", "NO_COLOR": "", **env})
+    assert (b"\x1b[" in r.stdout) == colored
+
+
+def test_diagnose_reads_a_piped_log_when_no_path_is_given(tmp_path):
+    r = run("diagnose", "-f", "json", stdin=EXAMPLE.read_bytes())
+    assert r.returncode == 1 and json.loads(r.stdout)["root_cause"]["category"] == "cuda_oom"
+    with open(EXAMPLE, "rb") as fh:  # a redirected file too
+        e = dict(os.environ, XDG_CONFIG_HOME=str(ROOT / "tests" / "data" / "no-config-here"))
+        r2 = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", "-f", "json"], stdin=fh, capture_output=True, env=e, timeout=120)
+    assert r2.returncode == 1
+    with open(os.devnull, "rb") as fh:  # nothing piped: still a usage error
+        r3 = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose"], stdin=fh, capture_output=True, env=e, timeout=120)
+    assert r3.returncode == 2 and b"no log given" in r3.stderr
+
+
+def test_the_picture_can_be_turned_off_and_full_shows_every_frame():
+    case = ROOT / "fixtures" / "documented" / "cuda_oom_allocator"
+    on = run("diagnose", "--width", "80", str(case)).stdout.decode()
+    off = run("diagnose", "--width", "80", "--no-picture", str(case)).stdout.decode()
+    assert "TIMELINE" in on and "TIMELINE" not in off
+    full = run("diagnose", "--full", str(case)).stdout.decode()
+    assert "torch/autograd/__init__.py" in full and "torch/autograd/__init__.py" not in on
+    assert "library frame" in on and "library frame" not in full
+
+
+def test_every_hint_names_an_option_that_exists():
+    import re
+
+    from slurmdoc import cli
+
+    pkg = Path(cli.__file__).parent
+    src = "".join(p.read_text() for p in [pkg / "cli.py", pkg / "errors.py", *(pkg / "report").glob("*.py")])
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", src))
+    helps = run("diagnose", "-h").stdout + run("triage", "-h").stdout + run("epilog", "-h").stdout + run("-h").stdout
+    helps += b"".join(run("rules", c, "-h").stdout for c in ("list", "show", "test", "lint", "try"))
+    assert {"--full", "--width", "--output"} <= named  # the hints the reports print are seen
+    missing = sorted(o for o in named if o.encode() not in helps)
+    assert not missing, missing

@@ -18,8 +18,11 @@ import typer
 from slurmdoc import __version__
 from slurmdoc.errors import SlurmdocError
 
+HELP = {"help_option_names": ["-h", "--help"]}
+
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
+    context_settings=HELP,
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -33,6 +36,13 @@ class Fmt(str, Enum):
     text = "text"
     json = "json"
     markdown = "markdown"
+    html = "html"
+
+
+class Color(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
 
 
 def _err(msg: str) -> None:
@@ -48,15 +58,20 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     pass
 
 
-@app.command(epilog="Exit codes: 0 no failure found, 1 failure found, 2 usage error or unreadable input, 3 invalid rule pack.")
+@app.command(short_help="Name the root cause of a failed job from its logs.", epilog="Exit codes: 0 no failure found, 1 failure found, 2 usage error or unreadable input, 3 invalid rule pack.")
 def diagnose(
     paths: List[str] = typer.Argument(None, metavar="PATH", help="Log files, directories, globs, or - for stdin (.gz read transparently)."),
-    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal), json (the contract), markdown (for a ticket)."),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal), json (the contract), markdown (for a ticket), html (one self-contained page with the timeline)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="FILE", help="Write the report to FILE instead of stdout."),
+    color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Colour: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces it), always, never."),
+    full: bool = typer.Option(False, "--full", help="Show the whole traceback, library frames included."),
+    picture: bool = typer.Option(True, "--picture/--no-picture", help="The rank x time strip under the verdict (text format, when the log has times)."),
+    width: Optional[int] = typer.Option(None, "--width", min=40, max=1000, metavar="COLUMNS", help="Wrap the text report at COLUMNS (default: the terminal's width; off a terminal, no wrapping)."),
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="User rule directory (repeatable; default $SLURMDOC_RULES, else the config file); same id replaces a bundled rule."),
     skew: float = typer.Option(1.0, "--skew", min=0.0, max=86400.0, metavar="SECONDS", help="Clock skew tolerated between nodes when ordering failures."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Progress bar on stderr (default: on for large inputs on a terminal)."),
@@ -76,11 +91,13 @@ def diagnose(
     if job is not None and tail is not None:
         _err("error: --tail goes with log files, not with --job")
         raise typer.Exit(2)
+    if not paths and job is None and _stdin_is_piped():
+        paths = ["-"]  # `... | slurmdoc diagnose`: the log comes on stdin
     if job is None and (log or sacct_file):
         _err("error: --log and --sacct-file go with --job JOBID")
         raise typer.Exit(2)
     if job is None and not paths:
-        _err("error: no log given (name log files, directories or -, or a Slurm job with --job JOBID)")
+        _err("error: no log given (name log files, directories or -, pipe one in, or name a Slurm job with --job JOBID)")
         raise typer.Exit(2)
     if job is not None:
         from slurmdoc.api import diagnose_job
@@ -109,7 +126,9 @@ def diagnose(
         total = _total_size(paths) if want and paths else 0  # walks directories: only when it may show
         show = want and total > 0 and (progress or total >= PROGRESS_MIN_BYTES)
         if show:
-            result = _with_progress(lambda cb: run(paths, rule_dirs=rules, skew=skew, on_bytes=cb), total)
+            from slurmdoc.report.emit import with_progress
+
+            result = with_progress(lambda cb: run(paths, rule_dirs=rules, skew=skew, on_bytes=cb), total)
         else:
             result = run(paths, rule_dirs=rules, skew=skew)
     except SlurmdocError as e:
@@ -120,8 +139,18 @@ def diagnose(
         raise typer.Exit(130)
     for w in result.warnings:
         _err(f"warning: {w}")
+    from slurmdoc.report.emit import emit
+
     try:
-        _emit(result, fmt)
+        if output is not None and output != "-":
+            try:
+                with open(output, "w", encoding="utf-8", errors="replace") as fh:
+                    emit(result, fmt.value, fh, color.value, full=full, picture=picture, width=width)
+            except OSError as e:
+                _err(f"error: cannot write {output}: {e.strerror or e}")
+                raise typer.Exit(2)
+        else:
+            emit(result, fmt.value, sys.stdout, color.value, full=full, picture=picture, width=width)
     except BrokenPipeError:  # `slurmdoc ... | head`: the reader left; the verdict still stands
         _silence_stdout()
     failed = result.status == "failed" or (result.job is not None and result.job.status == "failed")
@@ -138,6 +167,17 @@ def _rule_dirs(cli_dirs: List[str]) -> List[str]:
         if not os.path.isdir(d):
             raise RuleError(d, None, None, f"rule directory does not exist (named by {found.origin})")
     return list(found.dirs)
+
+
+def _stdin_is_piped() -> bool:
+    """stdin is a pipe or a redirected file (not a terminal, not /dev/null, not closed)."""
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, ValueError, OSError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
 
 
 def _silence_stdout() -> None:
@@ -166,76 +206,7 @@ def _total_size(paths: List[str]) -> int:
     return total
 
 
-def _with_progress(fn, total: int):
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as prog:
-        task = prog.add_task("reading", total=total)
-        return fn(lambda n: prog.advance(task, n))
-
-
-def _emit(result, fmt: Fmt) -> None:
-    if fmt == Fmt.json:
-        from slurmdoc.report.json_format import render
-
-        sys.stdout.write(render(result))
-    elif fmt == Fmt.markdown:
-        from slurmdoc.report.markdown import render as render_md
-
-        if result.job is not None:
-            from slurmdoc.report.job import render_markdown as render_job_md
-
-            sys.stdout.write(render_job_md(result.job))
-        if result.job is None or result.lines_read:
-            sys.stdout.write(render_md(result))
-    else:
-        from rich.console import Console
-
-        from slurmdoc.report.terminal import render as render_term
-
-        tty = sys.stdout.isatty()
-        console = Console(
-            file=sys.stdout,
-            no_color=bool(os.environ.get("NO_COLOR")) or not tty,
-            width=None if tty else 120,
-            highlight=False,
-            soft_wrap=not tty,
-        )
-        if result.job is not None:
-            from slurmdoc.report.job import render_text as render_job
-
-            render_job(result.job, console)
-            if not result.lines_read:
-                sys.stdout.flush()
-                return
-            console.print("")
-        render_term(result, console)
-    sys.stdout.flush()
-
-
-def _text_console():
-    from rich.console import Console
-
-    tty = sys.stdout.isatty()
-    return Console(
-        file=sys.stdout,
-        no_color=bool(os.environ.get("NO_COLOR")) or not tty,
-        width=None if tty else 120,
-        highlight=False,
-        soft_wrap=not tty,
-    )
-
-
-@app.command(epilog="Exit codes: 0 every job completed without a failure (or is still running), 1 at least one "
+@app.command(short_help="Why jobs failed, from Slurm's accounting.", epilog="Exit codes: 0 every job completed without a failure (or is still running), 1 at least one "
              "job failed, 2 usage error, sacct missing or failing, unreadable --sacct-file, or no job found.")
 def triage(
     job_ids: List[str] = typer.Argument(None, metavar="JOBID", help="Job ids: 1234, 1234_7 (array task), 1234+1 (het component); comma lists too."),
@@ -243,9 +214,11 @@ def triage(
     fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal: one job in detail, many as a table), json, markdown."),
     logs: bool = typer.Option(False, "--logs", help="Also find each job's log, diagnose it and join the two (as diagnose --job does)."),
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="With --logs: user rule directory (repeatable)."),
+    color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Colour: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces it), always, never."),
 ) -> None:
     """Why did these jobs fail, from Slurm's accounting: first failing step, exit codes in words, memory and time against the request, the category."""
     from slurmdoc.api import triage as run
+    from slurmdoc.report.emit import text_console
     from slurmdoc.report.triage import render_json, render_markdown, render_text
 
     try:
@@ -268,7 +241,7 @@ def triage(
         elif fmt == Fmt.markdown:
             sys.stdout.write(render_markdown(report))
         else:
-            render_text(report, _text_console())
+            render_text(report, text_console(sys.stdout, color.value))
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
@@ -323,12 +296,13 @@ def scan(
 # ---- rules: authoring commands --------------------------------------------------------
 
 rules_app = typer.Typer(
+    context_settings=HELP,
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     help="List, show, test, lint and try rules (the bundled pack and your own).",
 )
-app.add_typer(rules_app, name="rules")
+app.add_typer(rules_app, name="rules", short_help="List, show, test, lint and try rules.")
 
 _RULES_OPT = typer.Option([], "--rules", "-r", metavar="DIR", help="User rule directory (repeatable; default $SLURMDOC_RULES, else the config file).")
 
@@ -350,7 +324,7 @@ def _out(text: str) -> None:
         _silence_stdout()
 
 
-@rules_app.command("list", epilog="Exit codes: 0 listed, 2 usage error, 3 invalid rule pack.")
+@rules_app.command("list", short_help="Every rule in effect.", epilog="Exit codes: 0 listed, 2 usage error, 3 invalid rule pack.")
 def rules_list(rules: List[str] = _RULES_OPT) -> None:
     """Every rule in effect: id, category, role, priority, and the pack it comes from."""
     from slurmdoc.engine.authoring import list_rules, render_list
@@ -359,7 +333,7 @@ def rules_list(rules: List[str] = _RULES_OPT) -> None:
     _out(_guard(lambda: render_list(list_rules(load_rulebook(_rule_dirs(rules))))))
 
 
-@rules_app.command("show", epilog="Exit codes: 0 shown, 2 no such rule, 3 invalid rule pack.")
+@rules_app.command("show", short_help="One rule and the remediation it prints.", epilog="Exit codes: 0 shown, 2 no such rule, 3 invalid rule pack.")
 def rules_show(rule_id: str = typer.Argument(..., metavar="ID"), rules: List[str] = _RULES_OPT) -> None:
     """One rule: its fields, its remediation template and the remediation a user sees."""
     from slurmdoc.engine.authoring import show_rule
@@ -378,7 +352,7 @@ def _pack(dirs: List[str], rules: List[str]):
     return load_layers(dirs) if dirs else load_layers(_rule_dirs(rules), report_all=True)
 
 
-@rules_app.command("test", epilog="Exit codes: 0 every example behaves, 1 an example failed or a rule file does not load, 2 usage error, 3 a directory named by --rules, SLURMDOC_RULES or the config file does not exist.")
+@rules_app.command("test", short_help="Run every rule's examples.", epilog="Exit codes: 0 every example behaves, 1 an example failed or a rule file does not load, 2 usage error, 3 a directory named by --rules, SLURMDOC_RULES or the config file does not exist.")
 def rules_test(
     dirs: List[str] = typer.Argument(None, metavar="[DIR]...", help="Rule directories to test (default: every rule in effect)."),
     rules: List[str] = _RULES_OPT,
@@ -397,7 +371,7 @@ def rules_test(
     raise typer.Exit(0 if report.ok else 1)
 
 
-@rules_app.command("lint", epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, 2 usage error, 3 a directory named by --rules, SLURMDOC_RULES or the config file does not exist.")
+@rules_app.command("lint", short_help="Check rule files.", epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, 2 usage error, 3 a directory named by --rules, SLURMDOC_RULES or the config file does not exist.")
 def rules_lint(
     dirs: List[str] = typer.Argument(None, metavar="[DIR]...", help="Rule directories to lint (default: every rule in effect)."),
     rules: List[str] = _RULES_OPT,
@@ -412,7 +386,7 @@ def rules_lint(
     raise typer.Exit(1 if report.failed(strict) else 0)
 
 
-@rules_app.command("try", epilog="Exit codes: 0 the rule matched, 1 it matched nothing, 2 usage error or unreadable input, 3 invalid rule pack.")
+@rules_app.command("try", short_help="What one rule matches in a log.", epilog="Exit codes: 0 the rule matched, 1 it matched nothing, 2 usage error or unreadable input, 3 invalid rule pack.")
 def rules_try(
     rule_id: str = typer.Argument(..., metavar="ID"),
     paths: List[str] = typer.Argument(..., metavar="PATH...", help="Logs (files, directories, globs) or - for stdin."),
@@ -434,7 +408,7 @@ class CommentTo(str, Enum):
     admin = "admin"
 
 
-@app.command(epilog="Always exits 0 (a failing Epilog would drain the node); its own problems go to stderr in one line.")
+@app.command(short_help="The post-job hook: report next to the log.", epilog="Always exits 0 (a failing Epilog would drain the node); its own problems go to stderr in one line.")
 def epilog(
     job_id: Optional[str] = typer.Option(None, "--job-id", metavar="JOBID", help="The job (default: $SLURM_JOB_ID)."),
     exit_code: Optional[str] = typer.Option(None, "--exit-code", metavar="CODE", help="srun's status ($? after srun) or status:signal (default: $SLURM_JOB_EXIT_CODE2)."),

@@ -3,9 +3,12 @@ contradictions spelled out. Printed above the log's own diagnosis."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from rich.console import Console
 from rich.text import Text
 
+from slurmdoc.report.layout import wrap
 from slurmdoc.report.triage import detail_lines
 from slurmdoc.slurm.models import JobVerdict
 
@@ -29,15 +32,18 @@ def lines(v: JobVerdict) -> list[tuple[str, str]]:
     return out
 
 
-def render_text(v: JobVerdict, console: Console) -> None:
-    head = Text("JOB VERDICT  ", style="bold red" if v.status == "failed" else "bold green")
-    head.append(v.verdict, style="bold")
-    if v.category:
-        head.append(f"  [{v.category}]", style="magenta")
-    console.print(head)
+def render_text(v: JobVerdict, console: Console, width: Optional[int] = None) -> None:
+    """`width`: wrap at this many columns, at spaces only (None: never wrap)."""
+    p = lambda t: console.print(t, soft_wrap=True, no_wrap=True, overflow="ignore", crop=False)  # noqa: E731
+    keep = sorted(v.logs, key=len, reverse=True)
+    first, *rest = wrap(f"JOB VERDICT  {v.verdict}" + (f"  [{v.category}]" if v.category else ""), width, "", "  ", keep)
+    p(Text(first, style="bold red" if v.status == "failed" else "bold green"))
+    for ln in rest:
+        p(Text(ln, style="bold"))
     for label, text in lines(v):
-        style = "bold yellow" if label == "CONTRADICTION" else None
-        console.print(Text(f"  {label}: {text}", style=style or ""))
+        style = "bold yellow" if label == "CONTRADICTION" else ""
+        for ln in wrap(f"{label}: {text}", width, "  ", "    ", keep):
+            p(Text(ln, style=style))
 
 
 def render_markdown(v: JobVerdict) -> str:

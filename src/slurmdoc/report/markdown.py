@@ -5,8 +5,7 @@ from __future__ import annotations
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
 from slurmdoc.report.wording import evidence_in_words
-
-TB_LINES = 30
+from slurmdoc.report.layout import delay, ordered_symptoms, supporting, trim_traceback
 
 
 def _fence(lines: list[str]) -> str:
@@ -14,7 +13,7 @@ def _fence(lines: list[str]) -> str:
     return f"```\n{body}\n```"
 
 
-def render(d: Diagnosis) -> str:
+def render(d: Diagnosis, full: bool = False) -> str:
     out = ["# slurmdoc diagnosis", "", f"**Verdict:** {d.verdict}", ""]
     rc = d.root_cause
     if rc is not None:
@@ -22,19 +21,23 @@ def render(d: Diagnosis) -> str:
         out += [
             f"## Root cause: {rc.title} (`{rc.category}`)",
             "",
-            f"- **Where:** {who}" + (f" on `{rc.node}`" if rc.node else "") + f", `{rc.source}`" + (f" (raised at `{rc.frame}`)" if rc.frame else ""),
+            f"- **Where:** {who}" + (f" on `{rc.node}`" if rc.node else "") + f", `{rc.source}`",
             f"- **Error:** `{rc.message}`",
         ]
+        raised_at, raised_in = getattr(rc, "raised_at", None), getattr(rc, "raised_in", None) or rc.frame
+        if raised_at:
+            out.append(f"- **Raised at:** `{raised_at}`" + (f" (inside `{raised_in}`)" if raised_in and raised_in != raised_at else ""))
+        elif raised_in:
+            out.append(f"- **Raised in:** `{raised_in}`")
         if rc.timestamp:
             out.append(f"- **Time:** {rc.timestamp}")
         out.append(f"- **Rule:** `{rc.rule_id}`")
         out.append(f"- **Evidence level:** `{rc.evidence}`. {evidence_in_words(rc)}")
-        for e in rc.evidence_lines:
+        for e in supporting(rc):
             out.append(f"- **Evidence:** `{e}`")
         tb = list(rc.traceback)
         if len(tb) > 1:
-            shown = tb if len(tb) <= TB_LINES else tb[:5] + [f"... {len(tb) - TB_LINES} lines ..."] + tb[-(TB_LINES - 5):]
-            out += ["", _fence(shown)]
+            out += ["", _fence(trim_traceback(tb, rc.message, full))]
         rem = rc.remediation_parts
         out += ["", "### What to do", "", rem.summary]
         if rem.why:
@@ -42,10 +45,10 @@ def render(d: Diagnosis) -> str:
         if rem.fix:
             out += [""] + [f"1. {f}" for f in rem.fix]
     if d.symptoms:
-        out += ["", "## Other failures and symptoms", "", "| category | rule | ranks | count | first seen |", "|---|---|---|---|---|"]
-        for s in d.symptoms:
+        out += ["", "## Other failures and symptoms", "", "| category | rule | ranks | count | first seen | after the root cause |", "|---|---|---|---|---|---|"]
+        for s in ordered_symptoms(d):
             ranks = s.rank_ranges or "-"
-            out.append(f"| `{s.category}` | `{s.rule_id}` | {ranks} | {s.count} | `{s.first_source}` |")
+            out.append(f"| `{s.category}` | `{s.rule_id}` | {ranks} | {s.count} | `{s.first_source}` | {delay(s, rc) or '-'} |")
     if d.attempts:
         out += ["", "## Attempts", "", d.history or "", "", "| attempt | outcome | where | starts at |", "|---|---|---|---|"]
         for a in d.attempts:
