@@ -358,7 +358,7 @@ def test_every_hint_names_an_option_that_exists():
     pkg = Path(cli.__file__).parent
     src = "".join(p.read_text() for p in [pkg / "cli.py", pkg / "errors.py", *(pkg / "report").glob("*.py")])
     named = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", src))
-    helps = run("diagnose", "-h").stdout + run("triage", "-h").stdout + run("epilog", "-h").stdout + run("-h").stdout
+    helps = b"".join(run(c, "-h").stdout for c in ("diagnose", "triage", "scan", "epilog")) + run("-h").stdout
     helps += b"".join(run("rules", c, "-h").stdout for c in ("list", "show", "test", "lint", "try"))
     assert {"--full", "--width", "--output"} <= named  # the hints the reports print are seen
     missing = sorted(o for o in named if o.encode() not in helps)

@@ -39,6 +39,12 @@ class Fmt(str, Enum):
     html = "html"
 
 
+class TriageFmt(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
 class Color(str, Enum):
     auto = "auto"
     always = "always"
@@ -211,7 +217,7 @@ def _total_size(paths: List[str]) -> int:
 def triage(
     job_ids: List[str] = typer.Argument(None, metavar="JOBID", help="Job ids: 1234, 1234_7 (array task), 1234+1 (het component); comma lists too."),
     sacct_file: Optional[str] = typer.Option(None, "--sacct-file", metavar="FILE", help="Read saved `sacct -P` or `sacct --json` output instead of running sacct (- for stdin)."),
-    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal: one job in detail, many as a table), json, markdown."),
+    fmt: TriageFmt = typer.Option(TriageFmt.text, "--format", "-f", metavar="FORMAT", help="text (terminal: one job in detail, many as a table), json, markdown."),
     logs: bool = typer.Option(False, "--logs", help="Also find each job's log, diagnose it and join the two (as diagnose --job does)."),
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="With --logs: user rule directory (repeatable)."),
     color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Colour: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces it), always, never."),
@@ -236,9 +242,9 @@ def triage(
         _err("error: no job found" + (f" in {report.source}" if report.source != "sacct" else ""))
         raise typer.Exit(2)
     try:
-        if fmt == Fmt.json:
+        if fmt == TriageFmt.json:
             sys.stdout.write(render_json(report))
-        elif fmt == Fmt.markdown:
+        elif fmt == TriageFmt.markdown:
             sys.stdout.write(render_markdown(report))
         else:
             render_text(report, text_console(sys.stdout, color.value))
@@ -248,7 +254,7 @@ def triage(
     raise typer.Exit(1 if report.status == "failed" else 0)
 
 
-@app.command(epilog="Exit codes: 0 no job failed, 1 at least one job failed, 2 usage error or no readable input, "
+@app.command(short_help="Diagnose many jobs: one row each, then the fleet summary.", epilog="Exit codes: 0 no job failed, 1 at least one job failed, 2 usage error or no readable input, "
              "3 invalid rule pack. `scan merge PART...` (a first argument `merge`) builds the report from the parts "
              "that `scan --shard I/N` wrote.")
 def scan(

@@ -138,6 +138,8 @@ def human_seconds(sec: float) -> str:
     sec = abs(sec)
     if sec == 0:
         txt = "0 s"
+    elif sec < 0.01:
+        txt = f"{sec * 1000:.1f} ms"
     elif sec < 1:
         txt = f"{sec * 1000:.0f} ms"
     elif sec < 10:

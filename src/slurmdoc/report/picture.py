@@ -48,14 +48,14 @@ def _glyph(t: RankTime) -> str:
     return {"root": "X", "cause": "x"}.get(t.role or "", "o")
 
 
-def rows_of(d: Diagnosis, max_rows: int = MAX_ROWS) -> list[Row]:
+def rows_of(d: Diagnosis, max_rows: int = MAX_ROWS, per_rank_max: int = PER_RANK_MAX) -> list[Row]:
     """The rows of the picture: per rank when few, else per node or block of ranks."""
     tl = list(d.timeline)
     rc = d.root_cause
     roots = set(rc.ranks or ((rc.rank,) if rc.rank is not None else ())) if rc else set()
     strag = set(rc.stragglers) if rc else set()
     groups: list[tuple[str, list[RankTime]]]
-    if len(tl) <= PER_RANK_MAX:
+    if len(tl) <= per_rank_max:
         groups = [(f"rank {t.rank}", [t]) for t in tl]
     else:
         by_node: dict[str, list[RankTime]] = {}
