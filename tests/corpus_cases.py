@@ -5,6 +5,8 @@ A case is a directory holding a truth.yaml and the logs it names:
   fixtures/torchrun/<case>/    real torchrun runs (scripts/make-torchrun-fixtures)
   fixtures/slurm/<case>/       real runs on a real Slurm (scripts/make-fixtures), with sacct output
   fixtures/documented/<case>/  hand-written in the formats GPU software documents (real: false)
+  fixtures/launchers/<case>/   real runs under DeepSpeed, accelerate, Lightning, Ray Train,
+                               torch.multiprocessing.spawn and mpirun (fixtures/launchers/make.py)
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import yaml
 from slurmdoc.models import Diagnosis
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-GROUPS = ("torchrun", "slurm", "documented")
+GROUPS = ("torchrun", "slurm", "documented", "launchers")
 
 
 def case_dirs(*groups: str) -> list[Path]:

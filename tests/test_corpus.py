@@ -1,5 +1,6 @@
-"""Golden test over the corpus made on a real Slurm (fixtures/slurm/, scripts/make-fixtures) and
-the documented-format GPU fixtures (fixtures/documented/): each case is diagnosed through the
+"""Golden test over the corpus made on a real Slurm (fixtures/slurm/, scripts/make-fixtures), the
+documented-format GPU fixtures (fixtures/documented/) and the real runs under other launchers
+(fixtures/launchers/, scripts/make-fixtures --launchers): each case is diagnosed through the
 library API and compared with its truth.yaml (status, category, root rank, root node, root
 source line). The saved sacct/scontrol output of each Slurm case is checked against the
 accounting state its truth claims, without needing Slurm.
@@ -20,11 +21,52 @@ import pytest
 from corpus_cases import FIXTURES, case_dirs, inputs, job_rows, load_truth, problems, sacct_rows
 from slurmdoc.api import diagnose
 
-CASES = case_dirs("slurm", "documented")
+CASES = case_dirs("slurm", "documented", "launchers")
 SLURM_CASES = case_dirs("slurm")
+LAUNCHER_CASES = case_dirs("launchers")
+
+_SPAWN_EMBEDDED = (
+    "torch.multiprocessing.spawn's ProcessRaisedException embeds the child's traceback after '-- "
+    "Process N terminated with the following error:'; the embedded exception line is the root "
+    'line and N its rank, but the outer ProcessRaisedException line is taken (python_exception, '
+    'no rank)'
+)
 
 # case (relative to fixtures/) -> what slurmdoc gets wrong today
 KNOWN_MISSES: dict[str, str] = {
+    # fixtures/launchers/: the general form of each miss, for the builders to fix
+    "launchers/ds_batch_config": (
+        "a framework's batch-size consistency assertion (train batch size is not micro batch x "
+        "accumulation x world size, DeepSpeed's wording) is classified python_exception, not "
+        'shape_divisibility'
+    ),
+    "launchers/mpi_exit_silent": (
+        "mpirun's report block ('The first process to do so was: Process name: [[J,1],R] Exit "
+        "code: N') is launcher evidence of rank R's non-zero exit; the peers' later gloo "
+        "'Connection closed by peer' errors are taken as the root (nccl_error on rank 0)"
+    ),
+    "launchers/mpi_segv_faulthandler": (
+        "an unprefixed faulthandler 'Fatal Python error: Segmentation fault' gets no rank "
+        "although mpirun's 'process rank 2 ... exited on signal 11' names it; the launcher's rank"
+        ' is not joined to the crash'
+    ),
+    "launchers/pl_sigkill": (
+        'a rank SIGKILLed under a launcher that reports nothing (Lightning ddp): the rank that '
+        "stops printing while its peer reports gloo 'Connection reset by peer' is the root "
+        "(killed, rank 1); the peer's error is taken instead (nccl_error on rank 0)"
+    ),
+    "launchers/spawn_abort": (
+        "torch.multiprocessing.spawn's ProcessExitedException 'process N terminated with signal "
+        "SIGABRT' is a launcher report of a signal on rank N (segfault on rank 1), but is taken "
+        'as python_exception with no rank'
+    ),
+    "launchers/spawn_numpy_oom": _SPAWN_EMBEDDED,
+    "launchers/spawn_oom": _SPAWN_EMBEDDED,
+    "launchers/spawn_straggler": (
+        "torch.multiprocessing.spawn, collective timeout: the embedded gloo 'Timed out waiting "
+        "... for send operation' of process 0 is taken as python_exception with no rank; the root"
+        ' is the silent process (2) that stopped stepping before the collective'
+    ),
     "slurm/srun_torchrun_unresolvable": "the source is the outer RendezvousConnectionError (line 123, "
     "agent 1), not the direct cause DistNetworkError that truth names (line 151, agent 0)",
 }
@@ -63,7 +105,8 @@ def test_case_matches_truth(case: Path):
     assert problems(case, truth, d) == [], d.verdict
 
 
-@pytest.mark.parametrize("case", SLURM_CASES, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", SLURM_CASES + LAUNCHER_CASES,
+                         ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_truth_root_line_is_in_the_log(case: Path):
     """The truth's root line really is at the place it names (catches stale truths)."""
     truth = load_truth(case)
@@ -74,6 +117,9 @@ def test_truth_root_line_is_in_the_log(case: Path):
     text = lines[truth["root_source_line"] - 1]
     assert text == truth["root_line_text"]
     assert truth["root_line_contains"] in text
+    for place in truth["root_line_also_at"]:
+        name, _, n = place.rpartition(":")
+        assert (case / name).is_file() and 0 < int(n) <= len(lines), place
 
 
 @pytest.mark.parametrize("case", SLURM_CASES, ids=lambda p: p.name)
