@@ -193,3 +193,23 @@ def test_tables_become_plain_rows_when_they_do_not_fit():
     assert "first seen" in wide and "first seen" not in narrow
     assert "first at" in narrow
     assert all(s.first_source in narrow for s in d.symptoms)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_a_straggler_root_block_shows_the_straggler_s_own_evidence(case):
+    d = diag(case)
+    rc = d.root_cause
+    if rc is None or not rc.stragglers:
+        return
+    rank = rc.rank if rc.rank is not None else rc.stragglers[0]
+    for fmt in ("text", "markdown"):
+        out = render(d, fmt, None)
+        block = out.split("WHAT TO DO")[0] if fmt == "text" else out.split("### What to do")[0]
+        mine = next((p for p in d.progress if p.rank == rank), None)
+        if mine is not None:
+            assert mine.last_source in block and mine.last_line in block, "its own last line, where it is"
+        else:
+            assert "printed nothing" in block
+    text = render(d, "text", None).split("WHAT TO DO")[0]
+    assert f"rank {rank} (straggler)" in text
+    assert f"reported at {rc.source}" in text, "the root line is named as another's report"

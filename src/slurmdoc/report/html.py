@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 
 from slurmdoc.diagnosis.ranks import describe, ranges
 from slurmdoc.models import Diagnosis
-from slurmdoc.report.layout import delay, human_seconds, ordered_symptoms, supporting, trim_traceback
+from slurmdoc.report.layout import straggler_own, delay, human_seconds, ordered_symptoms, supporting, trim_traceback
 from slurmdoc.report.wording import evidence_in_words
 from slurmdoc.report.picture import GLYPH_RANK, rows_of, span
 
@@ -162,7 +162,7 @@ def render(d: Diagnosis, full: bool = False) -> str:
         if rc.timestamp:
             parts.append(f"<tr><th>time</th><td>{e(rc.timestamp)}</td></tr>")
         if rc.stragglers:
-            parts.append(f"<tr><th>straggler</th><td>{e(describe(rc.stragglers))}</td></tr>")
+            parts.append(f"<tr><th>straggler</th><td>{e(describe(rc.stragglers))}: {e(straggler_own(d) or '')}</td></tr>")
         parts.append("</table>")
         parts.append(f'<p class="msg">{e(rc.message)}</p>')
         parts.append(f'<p><em>{e(evidence_in_words(rc))}</em> <span class="dim">(evidence level: {e(rc.evidence)})</span></p>')

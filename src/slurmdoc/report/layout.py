@@ -167,3 +167,21 @@ def columns(rows: list[list[str]], width: Optional[int], indent: str = "") -> Op
         cells = [c.ljust(widths[i]) if i < n - 1 else c for i, c in enumerate(r)]
         out.append((indent + "  ".join(cells)).rstrip())
     return out
+
+
+def straggler_own(d: Diagnosis) -> Optional[str]:
+    """What a straggler root printed itself (its last line, where, when, its last step), or
+    that it printed nothing: the root line of a straggler is another rank's report."""
+    rc = d.root_cause
+    if rc is None or not rc.stragglers:
+        return None
+    rank = rc.rank if rc.rank is not None else rc.stragglers[0]
+    p = next((x for x in d.progress if x.rank == rank), None)
+    if p is not None:
+        step = f", {p.unit or 'step'} {p.step}" if p.step is not None else ""
+        when = f" at {p.last_time}" if p.last_time else ""
+        return f"its last line, {p.last_source}{when}{step}: {p.last_line}"
+    t = next((x for x in d.timeline if x.rank == rank), None)
+    if t is not None and t.last_output:
+        return f"it printed nothing after {t.last_output}"
+    return f"rank {rank} printed nothing in this log"

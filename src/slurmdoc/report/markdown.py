@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
 from slurmdoc.report.wording import evidence_in_words
-from slurmdoc.report.layout import delay, ordered_symptoms, supporting, trim_traceback
+from slurmdoc.report.layout import straggler_own, delay, ordered_symptoms, supporting, trim_traceback
 
 
 def _fence(lines: list[str]) -> str:
@@ -24,6 +24,9 @@ def render(d: Diagnosis, full: bool = False) -> str:
             f"- **Where:** {who}" + (f" on `{rc.node}`" if rc.node else "") + f", `{rc.source}`",
             f"- **Error:** `{rc.message}`",
         ]
+        own = straggler_own(d)
+        if own is not None:
+            out.append(f"- **Straggler:** {describe(rc.stragglers)}: {own}")
         raised_at, raised_in = getattr(rc, "raised_at", None), getattr(rc, "raised_in", None) or rc.frame
         if raised_at:
             out.append(f"- **Raised at:** `{raised_at}`" + (f" (inside `{raised_in}`)" if raised_in and raised_in != raised_at else ""))

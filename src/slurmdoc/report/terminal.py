@@ -17,7 +17,7 @@ from rich.text import Text
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
 from slurmdoc.report.wording import evidence_in_words
-from slurmdoc.report.layout import columns, delay, locations, ordered_symptoms, supporting, trim_traceback, wrap
+from slurmdoc.report.layout import columns, delay, locations, ordered_symptoms, straggler_own, supporting, trim_traceback, wrap
 
 MESSAGE_LINES = 3  # on a terminal, a longer message is cut here when the traceback shows it whole
 
@@ -87,16 +87,25 @@ def _root(d: Diagnosis, out: _Out) -> None:
         out.line(head)
     else:
         out.para(head.plain, "bold", indent="", hang="  ")
-    who = _who(d) + (f" on {rc.node}" if rc.node else "") + (f" at {rc.timestamp}" if rc.timestamp else "")
-    out.para(who, "bold cyan")
-    out.para(f"printed at {rc.source}")
+    own = straggler_own(d)
+    if own is not None:  # the root line is the others' report that it was missing
+        head = _who(d) + " (straggler)" + (f" on {rc.node}" if rc.node else "")
+        if own.endswith("printed nothing in this log"):
+            out.para(f"{head}: it printed nothing in this log", "bold cyan", hang="    ")
+        else:
+            out.para(head, "bold cyan")
+            out.para(own, hang="    ")
+        out.para(f"reported at {rc.source}")
+    else:
+        out.para(_who(d) + (f" on {rc.node}" if rc.node else "") + (f" at {rc.timestamp}" if rc.timestamp else ""), "bold cyan")
+        out.para(f"printed at {rc.source}")
     raised_at = getattr(rc, "raised_at", None)
     raised_in = getattr(rc, "raised_in", None) or rc.frame
     if raised_at:
         out.para(f"raised at {raised_at}" + (f" (inside {raised_in})" if raised_in and raised_in != raised_at else ""))
     elif raised_in:
         out.para(f"raised in {raised_in}")
-    if rc.promoted:
+    if rc.promoted and own is None:
         out.para("(no error that starts a failure: this is the earliest failure evidence)", "yellow")
     msg = wrap(rc.message, out.width, "  ", "    ", out.keep)
     out.message_in_full = True
@@ -110,6 +119,8 @@ def _root(d: Diagnosis, out: _Out) -> None:
         out.line(ln, "bold yellow")
     out.para(evidence_in_words(rc), "italic", hang="    ")
     for e in supporting(rc):
+        if own is not None and own.endswith(e.rsplit("): ", 1)[-1]) and e.split(" (", 1)[-1].split(")")[0] in own:
+            continue  # the straggler's own last line, said above
         out.para(f"evidence: {e}", "dim", hang="    ")
     rem = rc.remediation_parts
     out.line()
