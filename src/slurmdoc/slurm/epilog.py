@@ -255,9 +255,9 @@ def prepare_user_side(req: dict) -> dict:
     return out
 
 
-def _fork_diagnosis(paths: list[str], book, stdin_bytes: Optional[bytes] = None, tail_bytes: Optional[int] = None) -> tuple[int, int]:
-    """(pid, fd): a forked child (the loaded rules come along) diagnoses `paths` ("-": the bytes
-    given; with `tail_bytes`, each log's tail, named by its path and line) and sends its answer on fd."""
+def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None) -> tuple[int, int]:
+    """(pid, fd): a forked child (the loaded rules come along) diagnoses `paths` (only their last
+    `tail_bytes`, when given) and sends its answer on fd."""
     import pickle
 
     from slurmdoc.slurm.privsep import set_parent_death_signal
@@ -268,14 +268,6 @@ def _fork_diagnosis(paths: list[str], book, stdin_bytes: Optional[bytes] = None,
         try:
             os.close(r)
             set_parent_death_signal()
-            if stdin_bytes is not None:
-                fd = os.memfd_create("slurmdoc-tail")
-                view = memoryview(stdin_bytes)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.lseek(fd, 0, 0)
-                os.dup2(fd, 0)
-                sys.stdin = open(0, "r", closefd=False)  # noqa: SIM115
             from slurmdoc.api import diagnose
             from slurmdoc.errors import SlurmdocError
 
@@ -357,20 +349,18 @@ def _diagnose_logs(logs: list[str], book, left, tail_bytes: int):
         if size > best:
             best, big = size, p
     children = {"whole": _fork_diagnosis(logs, book)}
-    tail_error = None
-    if best > tail_bytes:
-        # the tail is read by its path, so that the report names the log's path and line
-        children["tail"] = _fork_diagnosis([big], book, tail_bytes=tail_bytes)
+    if best > tail_bytes:  # the tail keeps the log's name and line numbers
+        children["tail"] = _fork_diagnosis([big], book, tail_bytes)
     got = _collect(children, time.monotonic() + max(0.1, left()), "whole")
     if "whole" in got:
         kind, body = got["whole"]
         return (body, False, None) if kind == "ok" else (None, False, body)
     if "tail" in got and got["tail"][0] == "ok":
         return got["tail"][1], True, \
-            f"the whole log did not fit the budget: diagnosed its last {min(best, tail_bytes) >> 10} KiB ({display(big)})"
+            f"the whole log did not fit the budget: diagnosed its last {tail_bytes >> 10} KiB ({display(big)})"
     if "tail" in got:
-        tail_error = f"the diagnosis ran out of time and the log's tail gave no answer ({got['tail'][1]})"
-    return None, True, tail_error or "the diagnosis ran out of time"
+        return None, True, f"the diagnosis ran out of time, and its tail: {got['tail'][1]}"
+    return None, True, "the diagnosis ran out of time"
 
 
 def _log_mode(logs: list[str]) -> int:

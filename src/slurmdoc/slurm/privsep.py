@@ -161,9 +161,10 @@ def worker_env() -> dict[str, str]:
 def run_worker(request: dict, creds: Optional[Creds], timeout: float) -> tuple[Optional[dict], Optional[str]]:
     """Run the user-side half in a worker; (result, None) or (None, why not). Never raises."""
     timeout = max(0.5, timeout)
-    # CLOCK_MONOTONIC is one clock for every process on the machine: the worker's deadline is
-    # this one, its start-up included
-    req = dict(request, parent=os.getpid(), deadline=timeout, deadline_at=time.monotonic() + timeout,
+    # CLOCK_MONOTONIC is one clock for every process on the machine: the worker's deadline is on
+    # this one, its start-up included; it aims to finish a little before the parent stops waiting
+    inner = timeout - min(1.0, timeout * 0.2)
+    req = dict(request, parent=os.getpid(), deadline=inner, deadline_at=time.monotonic() + inner,
                creds=[creds.uid, creds.gid] if creds is not None else None)
     try:
         data = json.dumps(req, ensure_ascii=True).encode("ascii")
@@ -178,7 +179,7 @@ def run_worker(request: dict, creds: Optional[Creds], timeout: float) -> tuple[O
     except OSError as e:
         return None, f"cannot start the worker ({e.strerror or e})"
     try:
-        out, err, why = _exchange(p, data, timeout + 1.0)
+        out, err, why = _exchange(p, data, timeout)
     finally:
         if p.poll() is None:
             p.kill()
