@@ -1,0 +1,59 @@
+"""Rank resolution (diagnosis.layout): prefixes, labels, file names and launcher lines become global ranks."""
+
+from __future__ import annotations
+
+from slurmdoc.api import diagnose
+from slurmdoc.diagnosis.analyze import Analyzer
+from slurmdoc.diagnosis.layout import Layout
+from slurmdoc.models import RankRef, SourceInfo
+
+
+def test_layout_resolution():
+    an = Analyzer([SourceInfo(index=0, path="a"), SourceInfo(index=1, path="b")])
+    # source 0: srun labels over torchrun with [defaultN] (labels are node indexes), 4 per node
+    for node in range(2):
+        for local in range(4):
+            an.note_stream((0, node, local), RankRef(0, label=node, local=local))
+    an.note_stream((1, 7), RankRef(1, label=7))  # source 1: plain srun-native labels
+    lay = Layout(an)
+    assert lay.resolve(RankRef(0, label=1, local=2)) == 6
+    assert lay.resolve(RankRef(0, label=1)) is None  # a node-level line: no rank
+    assert lay.resolve(RankRef(1, label=7)) == 7
+    assert lay.resolve(RankRef(0, rank=11, label=0)) == 11
+
+
+def test_srun_native_label_and_rank_prefix_agree(write):
+    # srun --label over srun-native ranks, with torch's excepthook prefix: `3: [rank3]:`
+    lines = [f"{r}: step 1" for r in range(4)]
+    lines += ["1: [rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:29877"]
+    lines += ["srun: error: n1: task 3: Out Of Memory"]
+    d = diagnose([write("j.log", "\n".join(lines))])
+    assert d.root_cause.category == "host_oom" and d.root_cause.rank == 3
+
+
+def test_a_file_name_rank_does_not_override_prefixes_inside(write):
+    # named like a per-rank file, but the content is a whole job with [rankN]: prefixes
+    lines = [f"[rank{r}]: step 1" for r in range(8)]
+    lines += [f"[rank{r}]:[E1121 09:00:00.0 1 ProcessGroupNCCL.cpp:1] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE)" for r in range(8) if r != 5]
+    lines += ["terminate called after throwing an instance of 'c10::DistBackendError'", "  what():  [PG 0 Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE)"]
+    d = diagnose([write("debug_rank5.log", "\n".join(lines))])
+    assert d.root_cause.stragglers == (5,)
+
+
+def test_per_node_files_named_after_hosts_are_numbered_in_order(write):
+    tb5 = "\n".join(f"[default{l}]:step 1" for l in range(4)) + "\n" + "\n".join(
+        ["[default2]:Traceback (most recent call last):", '[default2]:  File "t.py", line 1, in <module>', "[default2]:KeyError: 'x'"]
+    )
+    a = write("pn/slurm-node017.out", "\n".join(f"[default{l}]:step 1" for l in range(4)))
+    b = write("pn/slurm-node018.out", tb5)
+    d = diagnose([a, b])
+    assert d.root_cause.rank == 6 and d.ranks_seen == 8
+
+
+def test_filtered_local_ranks_do_not_invent_global_ranks(write):
+    # --local-ranks-filter 0 on 2 nodes: only local rank 0 prints; local 0 of node 1 is not rank 1
+    lines = ["0: [default0]:step 1", "1: [default0]:step 1", "1: [default0]:Traceback (most recent call last):", '1: [default0]:  File "t.py", line 1, in <module>', "1: [default0]:KeyError: 'x'"]
+    # torchrun on node 1 reports local rank 3 too: there are more local ranks than printed
+    lines += ["1: E1121 10:00:00.1 1 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 3 (pid: 9) of binary: python"]
+    d = diagnose([write("f.log", "\n".join(lines))])
+    assert d.root_cause.category == "python_exception" and d.root_cause.rank is None

@@ -1,0 +1,66 @@
+"""Findings as the input streams by (diagnosis.findings): merged reports, hosts, process ids."""
+
+from __future__ import annotations
+
+from slurmdoc.api import diagnose
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB."
+
+
+def tb(prefix: str, exc: str, ts: str | None = None) -> list[str]:
+    head = [f"{prefix}{ts} INFO step 9"] if ts else []
+    return head + [f"{prefix}{l}" for l in ["Traceback (most recent call last):", '  File "t.py", line 1, in <module>', exc]]
+
+
+def test_srun_lines_fold_into_one_symptom_with_every_rank(write):
+    text = "\n".join(
+        tb("[rank9]: ", "ModuleNotFoundError: No module named 'apex'")
+        + ["srun: error: n1: tasks 0-3: Terminated", "srun: error: n2: tasks 4-7: Terminated"]
+    )
+    d = diagnose([write("j.log", text)])
+    (cascade,) = [s for s in d.symptoms if s.category == "sigterm_cascade"]
+    assert cascade.ranks == tuple(range(8)) and cascade.count == 2 and cascade.nodes == ("n1", "n2")
+
+
+def test_srun_lines_about_different_hosts_keep_their_hosts(write):
+    text = "\n".join([f"{r}: step 1" for r in range(2)] + ["srun: error: nid04277: task 1: Segmentation fault (core dumped)", "srun: error: nid04276: task 0: Segmentation fault (core dumped)"])
+    d = diagnose([write("s.log", text)])
+    assert (d.root_cause.rank, d.root_cause.node) == (1, "nid04277")
+
+
+def test_sigterm_pids_count_for_the_ranks_the_summary_names(write):
+    text = "\n".join([
+        "[rank2]: Traceback (most recent call last):",
+        '[rank2]:   File "t.py", line 1, in <module>',
+        "[rank2]: ValueError: bad",
+        "W1121 10:00:00.1 140 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 5267 closing signal SIGTERM",
+        "E1121 10:00:00.2 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 5269) of binary: python",
+        "Traceback (most recent call last):",
+        '  File "/usr/bin/torchrun", line 8, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "[1]:",
+        "  time      : 2025-03-01_12:05:02",
+        "  host      : node-3",
+        "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : -15 (pid: 5267)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 15 (SIGTERM) received by PID 5267",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2025-03-01_12:05:02",
+        "  host      : node-3",
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : 1 (pid: 5269)",
+        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "============================================================",
+    ])
+    d = diagnose([write("job.log", text)])
+    assert d.root_cause.rank == 2 and d.root_cause.node == "node-3"
+    sig = [s for s in d.symptoms if s.category == "sigterm_cascade"]
+    assert sig and 0 in sig[0].ranks, d.symptoms

@@ -1,0 +1,36 @@
+"""Ordering and root choice (diagnosis.order), through small crafted logs."""
+
+from __future__ import annotations
+
+from slurmdoc.api import diagnose
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB."
+
+
+def tb(prefix: str, exc: str, ts: str | None = None) -> list[str]:
+    head = [f"{prefix}{ts} INFO step 9"] if ts else []
+    return head + [f"{prefix}{l}" for l in ["Traceback (most recent call last):", '  File "t.py", line 1, in <module>', exc]]
+
+
+def test_generic_error_a_hair_earlier_on_another_node_loses_to_a_specific_cause(write):
+    a = write("node0.log", "\n".join(tb("[rank0]: ", "RuntimeError: something odd", "2025-01-01 00:00:00,000")))
+    b = write("node1.log", "\n".join(tb("[rank5]: ", OOM, "2025-01-01 00:00:00,400")))
+    d = diagnose([a, b], skew=1.0)
+    assert d.root_cause.category == "cuda_oom" and d.root_cause.rank == 5
+    # outside the skew window, time decides
+    d = diagnose([a, b], skew=0.1)
+    assert d.root_cause.category == "python_exception" and d.root_cause.rank == 0
+
+
+def test_without_timestamps_position_decides(write):
+    text = "\n".join(tb("[rank3]: ", "KeyError: 'x'") + tb("[rank1]: ", OOM))
+    d = diagnose([write("j.log", text)])
+    assert d.root_cause.rank == 3
+
+
+def test_symptoms_never_lead_while_a_cause_exists(write):
+    lines = [f"[rank{r}]:[E1121 09:00:00.0 1 ProcessGroupNCCL.cpp:1] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)" for r in range(4)]
+    lines += ["srun: error: n1: tasks 0-3: Terminated"]
+    lines += tb("[rank2]: ", "ModuleNotFoundError: No module named 'flash_attn'")
+    d = diagnose([write("j.log", "\n".join(lines))])
+    assert d.root_cause.category == "import_error" and d.root_cause.rank == 2
