@@ -363,3 +363,11 @@ def test_every_hint_names_an_option_that_exists():
     assert {"--full", "--width", "--output"} <= named  # the hints the reports print are seen
     missing = sorted(o for o in named if o.encode() not in helps)
     assert not missing, missing
+
+
+@pytest.mark.parametrize("args", [["--format", "x"], ["--skew", "-1"], ["--width", "abc"], ["--color", "maybe"], ["--width", "5"]])
+def test_usage_errors_speak_without_validation_library_wording(args):
+    r = run("diagnose", *args, str(EXAMPLE))
+    assert r.returncode == 2
+    assert b"Value error" not in r.stderr and b"Input should" not in r.stderr and b"pydantic" not in r.stderr.lower()
+    assert b"Invalid value for" in r.stderr

@@ -9,6 +9,7 @@ Exit codes (diagnose): 0 no failure, 1 failure found, 2 usage error or unreadabl
 from __future__ import annotations
 
 import os
+import re
 import sys
 from enum import Enum
 from typing import List, Optional
@@ -458,10 +459,37 @@ def epilog(
     raise typer.Exit(0)
 
 
+_VALIDATION_WORDS = [  # the argument parser's validation wording, in the words of this tool
+    (re.compile(r"Value error, "), ""),
+    (re.compile(r"Input should be greater than or equal to (\S+)"), r"must be at least \1"),
+    (re.compile(r"Input should be less than or equal to (\S+)"), r"must be at most \1"),
+    (re.compile(r"Input should be greater than (\S+)"), r"must be more than \1"),
+    (re.compile(r"Input should be less than (\S+)"), r"must be less than \1"),
+    (re.compile(r"Input should be a valid integer[^.\n]*"), "must be a whole number"),
+    (re.compile(r"Input should be a valid number[^.\n]*"), "must be a number"),
+]
+
+
+class _PlainErrors:
+    """stderr for the argument parser: its messages without validation-library wording."""
+
+    def __init__(self, stream) -> None:
+        self._s = stream
+
+    def write(self, text: str) -> int:
+        for pat, rep in _VALIDATION_WORDS:
+            text = pat.sub(rep, text)
+        return self._s.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._s, name)
+
+
 def main() -> None:
     """Console-script entry point: no Python traceback ever reaches the user."""
     if len(sys.argv) > 1 and sys.argv[1] == "epilog":
         _main_epilog()
+    sys.stderr = _PlainErrors(sys.stderr)  # type: ignore[assignment]
     try:
         app()
     except SystemExit:
