@@ -32,6 +32,19 @@ _SPAWN_EMBEDDED = (
     'no rank)'
 )
 
+_RAY_RANK = (
+    "Ray Train: the failing worker's lines carry '(RayTrainWorker pid=N)', the controller's "
+    "'Started training worker group' lines map pid N to world_rank, and the driver's "
+    "'[Rank R Error Snippet]:' names the rank; neither is used, so the category is right but "
+    "the rank is None"
+)
+
+_SHAPE = (
+    "torch's shape-mismatch RuntimeError raised by a layer on one rank ('Given "
+    "normalized_shape=[16], expected input with shape [*, 16], but got input of size[8, 15]') "
+    "is classified python_exception, not shape_divisibility"
+)
+
 # case (relative to fixtures/) -> what slurmdoc gets wrong today
 KNOWN_MISSES: dict[str, str] = {
     # fixtures/launchers/: the general form of each miss, for the builders to fix
@@ -45,15 +58,31 @@ KNOWN_MISSES: dict[str, str] = {
         "code: N') is launcher evidence of rank R's non-zero exit; the peers' later gloo "
         "'Connection closed by peer' errors are taken as the root (nccl_error on rank 0)"
     ),
+    "launchers/mpi_shape": _SHAPE,
     "launchers/mpi_segv_faulthandler": (
         "an unprefixed faulthandler 'Fatal Python error: Segmentation fault' gets no rank "
         "although mpirun's 'process rank 2 ... exited on signal 11' names it; the launcher's rank"
         ' is not joined to the crash'
     ),
+    "launchers/pl_shape": _SHAPE,
     "launchers/pl_sigkill": (
         'a rank SIGKILLed under a launcher that reports nothing (Lightning ddp): the rank that '
         "stops printing while its peer reports gloo 'Connection reset by peer' is the root "
         "(killed, rank 1); the peer's error is taken instead (nccl_error on rank 0)"
+    ),
+    "launchers/ray_barrier_straggler": (
+        "Ray Train: a handled traceback that Ray's own controller logs under load (GetTimeoutError "
+        "after 'Failed to send resource request ... safe to ignore') is taken as the root "
+        "(python_exception, no rank); gloo's 'Rank 1 failed to pass monitoredBarrier' names the "
+        "straggler (nccl_timeout on rank 1)"
+    ),
+    "launchers/ray_import": _RAY_RANK,
+    "launchers/ray_nan": _RAY_RANK,
+    "launchers/ray_sigkill": (
+        "Ray Train: a worker killed by SIGKILL (the driver's '[Rank 1 Error Snippet]: A worker "
+        "health check failed ... The actor is dead because its worker process has died', the "
+        "peer's gloo 'Connection reset by peer', the driver's WorkerGroupError traceback, exit 1) "
+        "is reported as no failure"
     ),
     "launchers/spawn_abort": (
         "torch.multiprocessing.spawn's ProcessExitedException 'process N terminated with signal "
@@ -94,6 +123,18 @@ def test_corpus_size_and_spread():
 def test_known_misses_name_existing_cases():
     names = {str(c.relative_to(FIXTURES)) for c in CASES}
     assert set(KNOWN_MISSES) <= names, set(KNOWN_MISSES) - names
+
+
+def test_launcher_runs_spread():
+    """At least 40 real runs under the six launchers, at least 15 of them healthy runs with
+    noise, every launcher with failing and healthy runs."""
+    truths = [load_truth(c) for c in LAUNCHER_CASES]
+    assert len(truths) >= 40 and all(t["real"] for t in truths), len(truths)
+    healthy = [t for t in truths if t["expect_status"] == "no_failure"]
+    assert len(healthy) >= 15, len(healthy)
+    for launcher in ("deepspeed", "accelerate", "lightning", "ray", "spawn", "mpirun"):
+        statuses = {t["expect_status"] for t in truths if t["launcher"] == launcher}
+        assert statuses == {"failed", "no_failure"}, (launcher, statuses)
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
