@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from slurmdoc.api import split_line
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.models import SourceInfo
@@ -28,7 +29,7 @@ ValueError: bad"""
 
 
 def test_simple_traceback_is_one_event():
-    evs = events(TB + "\nafter")
+    evs = events(TB + "\n\nafter")
     assert len(evs) == 1
     ev = evs[0]
     assert ev.kind == "traceback"
@@ -147,3 +148,130 @@ def test_truncating_a_long_chain_keeps_its_first_exception():
     assert len(ev.lines) <= 400
     assert ev.lines[ev.origin()] == "torch.OutOfMemoryError: CUDA out of memory."
     assert ev.lines[ev.exception_idx[-1]] == "RuntimeError: step failed"
+
+
+# ---- fragments: what is left of a traceback in pasted and tailed logs ----------------
+
+FRAMES = """  File "/srv/job/run.py", line 40, in <module>
+    fit()
+  File "/srv/job/loop.py", line 12, in fit
+    out = model(batch)"""
+
+
+def tracebacks(text: str):
+    """Traceback events, read as the pipeline reads (glued records split first)."""
+    parser = PrefixParser(2025)
+    asm = Assembler(lambda t: "WATCH" in t)
+    out = []
+    for i, raw in enumerate(text.split("\n"), 1):
+        for ll in split_line(parser, SRC, i, raw):
+            out.extend(asm.feed(ll))
+    out.extend(asm.flush())
+    return [e for e in out if e.kind == "traceback"]
+
+
+def test_frames_without_a_header_are_a_traceback():
+    (ev,) = tracebacks(FRAMES + "\nIndexError: index 9 is out of bounds")
+    assert ev.form == "headerless" and not ev.partial()
+    assert ev.lines[ev.origin()] == "IndexError: index 9 is out of bounds"
+    assert ev.linenos[0] == 1
+
+
+def test_a_header_behind_a_logging_prefix_starts_a_traceback():
+    text = "2031-07-02 08:00:00 - [ERROR] - Traceback (most recent call last):\n" + FRAMES + "\nOSError: disk quota exceeded"
+    (ev,) = tracebacks(text)
+    assert ev.form == "whole" and ev.lines[-1] == "OSError: disk quota exceeded"
+
+
+def test_bare_frames_after_a_rank_prefixed_header_stay_with_that_rank():
+    text = "[RANK 6] 2031-07-02 08:00:00,120 [ERROR] Traceback (most recent call last):\n" + FRAMES + "\nOSError: disk quota exceeded\n\nstep 5"
+    (ev,) = tracebacks(text)
+    assert ev.first.who.rank == 6
+    assert ev.lines[ev.origin()] == "OSError: disk quota exceeded"
+
+
+def test_bare_lines_do_not_join_a_prefixed_traceback_that_has_ended():
+    text = "[rank2]: Traceback (most recent call last):\n" + "\n".join("[rank2]: " + l for l in FRAMES.split("\n")) + "\n[rank2]: KeyError: 'x'\nloading next shard"
+    (ev,) = tracebacks(text)
+    assert ev.lines[-1] == "KeyError: 'x'"
+
+
+def test_a_traceback_cut_at_the_end_of_input():
+    (ev,) = tracebacks("Traceback (most recent call last):\n" + FRAMES)
+    assert ev.form == "cut" and ev.partial()
+    assert ev.lines[-1] == "    out = model(batch)"
+
+
+def test_a_traceback_cut_at_a_trim_mark_then_other_output():
+    text = FRAMES + "\n[... 120 lines trimmed ...]\nWATCH the next thing\nepoch 2"
+    evs = events(text)
+    assert [e.kind for e in evs] == ["traceback", "line"]
+    assert evs[0].form == "cut" and evs[0].lines[-1] == "[... 120 lines trimmed ...]"
+    assert evs[1].lines == ["WATCH the next thing"]
+
+
+def test_a_traceback_cut_at_a_blank_line_then_unrelated_output():
+    text = "Traceback (most recent call last):\n" + FRAMES + "\n\n\nepoch 2 begins\nValueError-free line"
+    evs = tracebacks(text)
+    assert len(evs) == 1 and evs[0].form == "cut"
+    assert evs[0].lines[-1] == "    out = model(batch)"  # the blank gap is not part of it
+
+
+def test_an_elided_middle_does_not_cut_a_traceback():
+    text = "Traceback (most recent call last):\n" + FRAMES + "\n    ...\n...\n" + FRAMES + "\nRuntimeError: boom"
+    (ev,) = tracebacks(text)
+    assert ev.form == "whole" and ev.lines[ev.origin()] == "RuntimeError: boom"
+
+
+def test_an_exception_line_standing_alone():
+    (ev,) = tracebacks("epoch 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n\nepoch 2")
+    assert ev.form == "alone" and ev.partial()
+    assert ev.lines == ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"]
+    (ev,) = tracebacks("my_pkg.sub.errors.ShardReadException: shard 4 unreadable")
+    assert ev.form == "alone"
+
+
+def test_ordinary_lines_that_mention_errors_are_not_exceptions():
+    assert tracebacks("Validation Error rate: 0.12\nerror: 0.3\nNo Exception raised, continuing\nKeyboardInterrupt") == []
+
+
+def test_a_chain_pasted_without_frames_keeps_its_first_exception():
+    text = "KeyError: 'layer.3'\n\nThe above exception was the direct cause of the following exception:\n\nRuntimeError: could not load the checkpoint"
+    (ev,) = tracebacks(text)
+    assert [ev.lines[i] for i in ev.exception_idx] == ["KeyError: 'layer.3'", "RuntimeError: could not load the checkpoint"]
+    assert ev.lines[ev.origin()] == "KeyError: 'layer.3'"
+
+
+def test_a_message_runs_on_over_unindented_lines_until_a_blank_line():
+    text = FRAMES + "\nMyError: the first part of the message\nthe second part of it\n\nepoch 3"
+    (ev,) = tracebacks(text)
+    assert ev.lines[-2:] == ["MyError: the first part of the message", "the second part of it"]
+
+
+def test_a_message_stops_at_the_next_structure():
+    for after in ("2031-07-02 08:00:01 INFO resumed", "INFO:root:resumed", "Traceback (most recent call last):", "  3%|#  | 3/100 [00:01<00:30, 3.1it/s]"):
+        evs = tracebacks(FRAMES + "\nMyError: short\n" + after)
+        assert evs[0].lines[-1] == "MyError: short", after
+
+
+def test_a_rich_traceback_is_a_traceback():
+    box = [
+        "╭──────────── Traceback (most recent call last) ────────────╮",
+        "│ /srv/job/run.py:40 in <module>                            │",
+        "│                                                           │",
+        "│ ❱ 40 fit()                                                │",
+        "╰───────────────────────────────────────────────────────────╯",
+        "ZeroDivisionError: division by zero",
+    ]
+    (ev,) = tracebacks("\n".join(box))
+    assert ev.form == "whole" and ev.lines[ev.origin()] == "ZeroDivisionError: division by zero"
+    (ev,) = tracebacks("\n".join(box[1:]))  # a paste starting inside the box
+    assert ev.form == "headerless" and ev.lines[ev.origin()] == "ZeroDivisionError: division by zero"
+
+
+def test_a_stack_announced_by_a_warning_is_not_a_failure():
+    text = "train.py:3: UserWarning: anomaly found. Stack of the call that caused it:\n" + FRAMES + "\nepoch 4"
+    assert tracebacks(text) == []
+    # but the same frames ending in an exception are a traceback
+    (ev,) = tracebacks("Printing the stack:\n" + FRAMES + "\nValueError: bad")
+    assert ev.lines[ev.origin()] == "ValueError: bad"

@@ -6,6 +6,14 @@ the above exception ..."), become one event keeping their frames, exception line
 message lines that follow (e.g. torchrun's ChildFailedError summary). Every other line that
 the rule pack's keywords find interesting becomes a one-line event. Events are bounded in
 size, so memory depends on the number of streams, not on the log's length.
+
+Logs are often fragments, so a traceback is also assembled from what is left of it (see
+Event.form): frames with no header above them (a paste that starts mid-traceback), frames
+cut before their exception line (the log ends, or a gap such as `[... trimmed ...]` or a
+blank line and unrelated output follows), and an exception line standing alone. Rich's
+box-drawn tracebacks count as tracebacks too. A header printed behind a rank prefix whose
+frames follow with no prefix (`[RANK 1] <time> [ERROR] Traceback ...` from a logging call)
+keeps those frames.
 """
 
 from __future__ import annotations
@@ -16,7 +24,20 @@ from typing import Callable, Iterator, Optional
 
 from slurmdoc.models import Event, LogLine
 
-TB_HEADER = re.compile(r"\s{0,4}(?:\+ )?(?:Exception Group )?Traceback \(most recent call last\):\s*$")
+TB_HEADER = re.compile(
+    r"\s{0,4}(?:\+ )?(?:Exception Group )?Traceback \(most recent call last\):\s*$"
+    r"|╭─+ Traceback \(most recent call last\) ─+╮\s*$"  # rich
+)
+# a frame line: `  File "x.py", line 3, in f` (also without `, in f`: a SyntaxError's),
+# or rich's `│ /path/x.py:3 in f  │`
+FRAME = re.compile(r'\s*File "[^"\n]+", line \d+(?:, in \S.*)?\s*$|│ \S+:\d+ in \S+\s*│?\s*$')
+# the lines of a rich traceback's box
+BOX = ("│", "╰", "╭")
+# a class name that says it is an exception, then its message: an exception line that can
+# stand alone (`RuntimeError: ...`, `torch.OutOfMemoryError: ...`, `pkg.mod.SomeException`)
+EXC_ALONE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::(?: .*)?)?\s*$")
+# a paste's marks for left-out lines: `...`, `…`, `[... trimmed ...]`, `<...>`, `(12 lines omitted)`
+ELISION = re.compile(r"\s*(?:\.{3,}|…|[\[(<]\s*(?:\.{2,}|…)[^\])>]*[\])>]|[\[(<]?\s*\d+ (?:more )?lines? (?:omitted|trimmed|skipped|hidden|elided)\W*)\s*$")
 CHAIN_MARKER = re.compile(
     r"\s{0,4}(?:During handling of the above exception, another exception occurred:"
     r"|The above exception was the direct cause of the following exception:)\s*$"
@@ -27,6 +48,9 @@ RECORD_START = re.compile(
     r"\[?[IWEF]\d{4} \d\d:\d\d|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d|Traceback \(most|terminate called|frame #\d+:"
 )
 
+# a log record's level at the start of a line: `INFO:root:`, `WARNING:torch...`, `[INFO]`, `[W ...]`
+LOG_LEVEL = re.compile(r"\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL|NOTICE)\b[\]:| ]|\[[IWEF][ \d]|\[?\d\d:\d\d:\d\d\b")
+PROGRESS = re.compile(r"\d+%\||\d+/\d+ \[\d|it/s\]|s/it\]")
 EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
 BANNER = re.compile(r"[=\-]{10,}\s*$")
 # lines PyTorch appends to CUDA error messages, unindented
@@ -36,10 +60,17 @@ MAX_STREAMS = 50_000  # beyond this many printers, idle streams are forgotten
 MAX_EVENT_LINES = 400
 MAX_TAIL_LINES = 2000
 MAX_FOREIGN = 50
+MAX_MESSAGE_LINES = 40  # unindented lines an exception message may run on for
+
+
+def _bare(line: LogLine) -> bool:
+    """A line printed with no prefix at all (no rank, label, host or tag)."""
+    w = line.who
+    return line.origin == "unknown" and not line.offset and line.tag is None and line.node is None and w.label is None and w.rank is None and w.local is None
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -50,6 +81,10 @@ class _Stream:
         self.held: list[LogLine] = []
         self.banners = 0
         self.embedded = False
+        self.gap = False  # frames were followed by a blank line or an elision mark
+        self.plain = 0  # unindented lines an exception message ran on for
+        self.colon = False  # the stream's previous line ended in ':' (it may introduce a stack)
+        self.stack = False  # frames with no header, after a line introducing them
         self.last_ts: Optional[datetime] = None
         self.ts_gen = 0
         self.last_seq = 0
@@ -65,6 +100,7 @@ class Assembler:
         self.gen = 0  # bumped when lines went unseen: timestamps seen before may be stale
         self.active: dict[tuple, _Stream] = {}  # streams in the middle of an event
         self.quiet = False  # set by the reader: no trigger word on the current input line
+        self.last: Optional[tuple[tuple, _Stream]] = None  # the stream of the previous line, while in an event
 
     # ---- public -----------------------------------------------------------------
     def feed(self, line: LogLine) -> Iterator[Event]:
@@ -82,7 +118,15 @@ class Assembler:
             self.source_ts[line.source] = line.ts
             self.source_gen[line.source] = self.gen
         st.last_seq = self.seq
+        owner = self._owner(st, line)
+        if owner is not None:
+            # a bare line continuing the traceback the previous line belonged to
+            line = LogLine(line.source, line.lineno, line.raw, line.offset, line.text, owner.first.origin, owner.first.who, owner.first.node, owner.first.tag, line.ts, owner.first.stream)
+            st = self.streams[line.stream]
+            st.last_seq = self.seq
         yield from self._step(st, line)
+        st.colon = line.text.rstrip().endswith(":")
+        self.last = (line.stream, st) if st.mode != "idle" else None
         if st.mode == "idle":
             if self.active:
                 self.active.pop(line.stream, None)
@@ -101,6 +145,27 @@ class Assembler:
         """
         floor = self.seq - horizon
         return any(st.last_seq > floor for st in self.active.values())
+
+    def _owner(self, st: _Stream, line: LogLine) -> Optional[Event]:
+        """The traceback a line with no prefix at all continues, if any.
+
+        A header printed behind a prefix (`[RANK 1] <time> [ERROR] Traceback ...`: a logging
+        call given a formatted traceback) is followed by frames with no prefix; they belong
+        to the header's printer while they look like a traceback's frames and the bare
+        stream is not in a traceback of its own.
+        """
+        last = self.last
+        if last is None or st.mode != "idle" or not _bare(line):
+            return None
+        stream, owner = last
+        if stream == line.stream or owner.event is None or _bare(owner.event.first):
+            return None
+        t = line.text
+        if owner.mode == "frames" and (not t.strip() or t[0] in " \t" or t.startswith(BOX) or FRAME.match(t) or EXC_LINE.match(t)):
+            return owner.event
+        if owner.mode == "tail" and t[:1] in (" ", "\t"):
+            return owner.event
+        return None
 
     def flush(self) -> Iterator[Event]:
         for st in self.streams.values():
@@ -122,15 +187,37 @@ class Assembler:
     def _idle(self, st: _Stream, line: LogLine) -> Iterator[Event]:
         t = line.text
         if "Traceback" in t and TB_HEADER.match(t):
-            st.event = Event("traceback", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
-            st.mode = "frames"
-            st.pending = 0
-            st.foreign = 0
-            st.tail = 0
-            st.embedded = False
+            self._start(st, line, "whole", "frames")
             return
-        if t and not self.quiet and self.interesting(t):
-            yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
+        if t and not self.quiet:
+            if ("File" in t or t[0] == "│") and FRAME.match(t):
+                # a paste that starts mid-traceback; or a stack that the previous line
+                # announced (a warning's "Traceback of forward call ...:", logging's
+                # stack_info): that one is a traceback only if an exception line ends it
+                stack = st.colon
+                self._start(st, line, "headerless", "frames")
+                st.stack = stack
+                return
+            if ("Error" in t or "Exception" in t) and EXC_ALONE.match(t):
+                # an exception line with no frames above it; its message may run on
+                ev = self._start(st, line, "alone", "tail")
+                ev.exception_idx.append(0)
+                return
+            if self.interesting(t):
+                yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
+
+    def _start(self, st: _Stream, line: LogLine, form: str, mode: str) -> Event:
+        ev = st.event = Event("traceback", line, [line.text], [line.lineno], ts=self._when(st, line), seq=self.seq, form=form)  # type: ignore[arg-type]
+        st.mode = mode
+        st.pending = 0
+        st.foreign = 0
+        st.tail = 0
+        st.banners = 0
+        st.plain = 0
+        st.gap = False
+        st.stack = False
+        st.embedded = False
+        return ev
 
     def _append(self, ev: Event, line: LogLine) -> None:
         if len(ev.lines) >= MAX_EVENT_LINES:
@@ -155,7 +242,14 @@ class Assembler:
         st.event = None
         st.held = []
         st.mode = "idle"
+        if ev is not None and not ev.exception_idx and st.stack:
+            ev = None  # a printed stack with no exception after it: not a failure
         if ev is not None:
+            if not ev.exception_idx:
+                ev.form = "cut"
+                while len(ev.lines) > 1 and not ev.lines[-1].strip():
+                    ev.lines.pop()  # blank lines after the last frame are the gap, not the traceback
+                    ev.linenos.pop()
             yield ev
         for h in held:
             yield from self._idle(st, h)
@@ -169,11 +263,28 @@ class Assembler:
         assert ev is not None
         t = line.text
         if mode == "frames":
-            if not t or t[0] in " \t":
+            if not t.strip():
                 self._append(ev, line)
+                st.gap = True
+            elif t[0] in " \t" or t.startswith(BOX):
+                self._append(ev, line)
+                st.gap = ELISION.match(t) is not None
             elif TB_HEADER.match(t):
                 st.pending += 1
+                st.gap = False
                 self._append(ev, line)
+            elif st.gap and not EXC_ALONE.match(t) and not FRAME.match(t):
+                if ELISION.match(t):
+                    self._append(ev, line)
+                else:
+                    # frames, a gap, then something else: the traceback was cut
+                    yield from self._close(st)
+                    yield from self._idle(st, line)
+            elif ELISION.match(t):
+                self._append(ev, line)
+                st.gap = True
+            elif FRAME.match(t):
+                self._append(ev, line)  # a frame whose indentation was lost
             elif EXC_LINE.match(t):
                 self._append(ev, line)
                 ev.exception_idx.append(len(ev.lines) - 1)
@@ -185,6 +296,7 @@ class Assembler:
                 else:
                     st.mode = "tail"
                     st.tail = 0
+                    st.plain = 0
                     st.banners = 0
             else:
                 st.foreign += 1
@@ -237,33 +349,51 @@ class Assembler:
         if mode == "chain":
             if not t.strip():
                 self._append(ev, line)
-            elif TB_HEADER.match(t):
+            elif TB_HEADER.match(t) or FRAME.match(t):
                 self._append(ev, line)
                 st.mode = "frames"
                 st.pending = 0
+                st.gap = False
+                if ev.form == "alone":
+                    ev.form = "headerless"
+            elif EXC_ALONE.match(t):
+                # a chain pasted without its frames
+                self._append(ev, line)
+                ev.exception_idx.append(len(ev.lines) - 1)
+                st.mode = "tail"
+                st.tail = 0
+                st.plain = 0
+                st.banners = 0
             else:
                 yield from self._close(st)
                 yield from self._idle(st, line)
             return
 
-    @staticmethod
-    def _continues(st: _Stream, ev: Event, t: str) -> bool:
+    def _continues(self, st: _Stream, ev: Event, t: str) -> bool:
         """Is `t` more of the exception message (not the program's next output)?
 
         Indented lines, a banner-framed block (torchrun's ChildFailedError summary), lines
         after a message ending in ':', and PyTorch's fixed CUDA-error addenda continue it.
+        Other unindented lines continue it up to the next structure: a timestamped or
+        levelled log record, a traceback's header or frame, a progress bar, an elision mark,
+        or a line a rule has a word for (its own event).
         """
         if BANNER.match(t):
             if t[0] == "=":
                 st.banners += 1
             return True
-        if st.banners == 1 or t[0] in " \t":
+        if st.banners == 1:
             return True
-        if RECORD_START.match(t):
+        if t[0] in " \t":
+            return not PROGRESS.search(t)  # a progress bar is the program's next output
+        if RECORD_START.match(t) or t.startswith(BOX):
             return False
-        if ev.lines[-1].rstrip().endswith(":"):
+        if ev.lines[-1].rstrip().endswith(":") or t.startswith(KNOWN_CONTINUATIONS):
             return True
-        return t.startswith(KNOWN_CONTINUATIONS)
+        if st.plain >= MAX_MESSAGE_LINES or LOG_LEVEL.match(t) or PROGRESS.search(t) or FRAME.match(t) or ELISION.match(t) or self.interesting(t):
+            return False
+        st.plain += 1
+        return True
 
     def _idle_foreign(self, st: _Stream, line: LogLine) -> Iterator[Event]:
         """A line that interrupts a traceback (another printer in the same stream)."""
