@@ -181,7 +181,7 @@ def test_try_reports_lines_ranks_captures_and_the_winner(write):
     )
     book = load_rulebook()
     rep = try_rule(book, "cuda-oom", [log])
-    assert [(h.lineno, h.who, h.kind, h.winner) for h in rep.hits] == [(4, "rank 2", "traceback", "cuda-oom"), (5, "rank 1", "line", "cuda-oom")]
+    assert [(h.lineno, h.who, h.kind, h.winner) for h in rep.hits] == [(4, "rank 2", "traceback", "cuda-oom"), (5, "rank 1", "traceback", "cuda-oom")]  # an exception line alone is a (partial) traceback
     assert rep.hits[0].captures == {"size": "1.00 GiB"}
     assert [w for w, _ in rep.near] == [f"{log}:6"]
     assert rep.lines == 6
@@ -189,7 +189,7 @@ def test_try_reports_lines_ranks_captures_and_the_winner(write):
     assert f"{log}:4  rank 2  traceback" in out and "size='1.00 GiB'" in out and "keyword, no pattern matched" in out
     # a rule whose matches a higher-priority rule takes says so
     rep = try_rule(book, "python-exception", [log])
-    assert [(h.lineno, h.winner) for h in rep.hits] == [(4, "cuda-oom")]
+    assert [(h.lineno, h.winner) for h in rep.hits] == [(4, "cuda-oom"), (5, "cuda-oom")]
     assert "which ranks higher" in render_try(rep)
 
 
