@@ -94,3 +94,14 @@ def test_placeholder_length_is_bounded():
 
     with pytest.raises(TemplateError, match="longer than"):
         parse("product(" + ", ".join(["a"] * MAX_CHARS) + ")")
+
+
+def test_signal_helpers_read_every_way_a_signal_is_printed():
+    from slurmdoc.engine.template import signal, signal_meaning
+
+    # a Python exit code, a shell's 128+N, the number, the name: the same signal
+    assert signal("-8") == signal("136") == signal("8") == signal("SIGFPE") == "SIGFPE (signal 8)"
+    assert "floating-point" in signal_meaning("-8")
+    assert signal("-64") == "signal 64"  # a real-time signal the table does not name
+    assert signal("1") == "SIGHUP (signal 1)" and signal("SIGNOPE") is None and signal("abc") is None
+    assert signal("0") is None and signal_meaning("200") is None

@@ -114,6 +114,43 @@ def size(n) -> Optional[str]:
     return None
 
 
+def _signum(v) -> Optional[int]:
+    """A signal number from how launchers print one: `-9` (a Python exit code), `137`
+    (a shell's 128+N), `9`, or a name, `SIGKILL`."""
+    if isinstance(v, str) and v.strip().upper().startswith("SIG"):
+        from slurmdoc.slurm.exitcodes import SIGNALS
+
+        name = v.strip().upper()
+        return next((n for n, (nm, _) in SIGNALS.items() if nm == name), None)
+    n = _num(v)
+    if n is None:
+        return None
+    if n < 0:
+        n = -n
+    elif n > 128:
+        n -= 128
+    return n if 0 < n < 128 else None
+
+
+def signal(v) -> Optional[str]:
+    """'SIGFPE (signal 8)' from -8, 136, 8 or 'SIGFPE'."""
+    from slurmdoc.slurm.exitcodes import SIGNALS
+
+    n = _signum(v)
+    if n is None:
+        return None
+    name = SIGNALS.get(n, (None, None))[0]
+    return f"{name} (signal {n})" if name and name.startswith("SIG") else f"signal {n}"
+
+
+def signal_meaning(v) -> Optional[str]:
+    """What a signal usually means, from the same forms as signal()."""
+    from slurmdoc.slurm.exitcodes import SIGNALS
+
+    n = _signum(v)
+    return SIGNALS[n][1] if n in SIGNALS else None
+
+
 HELPERS: dict[str, tuple[Callable, int, Optional[int]]] = {
     # name: (function, fewest arguments, most arguments or None)
     "divisors": (divisors, 1, 1),
@@ -122,6 +159,8 @@ HELPERS: dict[str, tuple[Callable, int, Optional[int]]] = {
     "near_multiples": (near_multiples, 2, 2),
     "gcd": (gcd, 2, 2),
     "size": (size, 1, 1),
+    "signal": (signal, 1, 1),
+    "signal_meaning": (signal_meaning, 1, 1),
 }
 
 MISSING_IS_ONE = {"product"}  # helpers whose missing arguments are left out
