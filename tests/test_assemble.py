@@ -275,3 +275,52 @@ def test_a_stack_announced_by_a_warning_is_not_a_failure():
     # but the same frames ending in an exception are a traceback
     (ev,) = tracebacks("Printing the stack:\n" + FRAMES + "\nValueError: bad")
     assert ev.lines[ev.origin()] == "ValueError: bad"
+
+
+SUMMARY = """Traceback (most recent call last):
+  File "/usr/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2031-01-01_00:00:09
+  host      : n7
+  rank      : 12 (local_rank: 4)
+  exitcode  : -15 (pid: 78)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 78
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2031-01-01_00:00:08
+  host      : n7
+  rank      : 11 (local_rank: 3)
+  exitcode  : 1 (pid: 77)
+  error_file: /tmp/torchelastic/err.json
+  traceback : Traceback (most recent call last):
+    File "/srv/train.py", line 9, in step
+      loss.backward()
+  RuntimeError: CUDA error: an illegal memory access was encountered
+============================================================"""
+
+
+def test_a_launcher_summary_yields_each_failure_entry_traceback_as_that_ranks_event():
+    evs = tracebacks(SUMMARY)
+    summary = [e for e in evs if "ChildFailedError" in e.text()]
+    assert len(summary) == 1  # the summary stays one event
+    (inner,) = [e for e in evs if e is not summary[0]]
+    assert inner.first.who.rank == 11 and inner.first.node == "n7"
+    assert inner.lines[inner.origin()] == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert inner.lines[1] == '  File "/srv/train.py", line 9, in step'  # dedented to a traceback's own shape
+
+
+def test_a_launcher_summary_signal_field_is_a_line_of_that_rank():
+    evs = events(SUMMARY)
+    (sig,) = [e for e in evs if e.kind == "line"]
+    assert sig.lines == ["Signal 15 (SIGTERM) received by PID 78"]
+    assert sig.first.who.rank == 12 and sig.linenos == [15]
+    # `<N/A>` or an empty field says nothing
+    assert [e for e in events(SUMMARY.replace("Signal 15 (SIGTERM) received by PID 78", "<N/A>")) if e.kind == "line"] == []

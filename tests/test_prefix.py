@@ -163,3 +163,44 @@ def test_scheduler_line_glued_to_a_progress_bar_is_split():
     assert tail.startswith("slurmstepd: error:") and head + tail == raw
     assert parse(tail).origin == "scheduler"
     assert parse("slurmstepd-gpu20-15: error: Detected 1 oom_kill event in StepId=5.0.").origin == "scheduler"
+
+
+@pytest.mark.parametrize(
+    "raw, tag, host, text",
+    [
+        ("(pid=881) ValueError: x", "pid=881", None, "ValueError: x"),
+        ("(pid=881, ip=10.1.2.3) ValueError: x", "pid=881", "10.1.2.3", "ValueError: x"),
+        ("(raylet) worker died", "raylet", None, "worker died"),
+        ("(raylet, ip=10.1.2.3) worker died", "raylet", "10.1.2.3", "worker died"),
+        # the remnant of a colour code whose escape byte was lost in a paste
+        ("(MyActor pid=12, ip=10.1.2.3)[0m Fatal Python error: Aborted", "MyActor pid=12", "10.1.2.3", "Fatal Python error: Aborted"),
+        ("stderr: Traceback (most recent call last):", "stderr", None, "Traceback (most recent call last):"),
+        ("stdout | epoch 3", "stdout", None, "epoch 3"),
+    ],
+)
+def test_process_prefixes_are_not_ranks(raw, tag, host, text):
+    ll = parse(raw)
+    assert (ll.tag, ll.node, ll.text) == (tag, host, text)
+    assert ll.who.rank is None and ll.who.local is None and ll.who.label is None
+
+
+def test_ray_actors_and_daemons_are_separate_printers():
+    a, b, c = parse("(A pid=1) x"), parse("(A pid=2) x"), parse("(raylet) x")
+    assert len({a.stream, b.stream, c.stream}) == 3
+
+
+def test_bracketed_rank_at_line_start_is_global_but_a_process_group_message_is_not():
+    assert parse("[Rank 5] RuntimeError: x").who.rank == 5
+    assert parse("[RANK 5] 2026-01-01 00:00:00,000 [ERROR] x").who.rank == 5
+    ll = parse("[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3)")
+    assert ll.who.rank is None and ll.text.startswith("[Rank 5] Watchdog")
+    ll = parse("[rank9]:[E ProcessGroupNCCL.cpp:1] [PG 1 Rank 0] Watchdog caught collective operation timeout")
+    assert ll.who.rank == 9
+    # a Lightning rank inside a Ray worker's output
+    assert parse("(RayTrainWorker pid=7) [rank: 3] loss 0.1").who.rank == 3
+
+
+def test_words_that_look_like_prefixes_are_text():
+    for raw in ("(1) load the data", "stdout_file = run.log", "(see above) RuntimeError: x"):
+        ll = parse(raw)
+        assert ll.offset == 0 and ll.tag is None, raw

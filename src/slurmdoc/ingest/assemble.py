@@ -22,7 +22,7 @@ import re
 from datetime import datetime
 from typing import Callable, Iterator, Optional
 
-from slurmdoc.models import Event, LogLine
+from slurmdoc.models import Event, LogLine, RankRef
 
 TB_HEADER = re.compile(
     r"\s{0,4}(?:\+ )?(?:Exception Group )?Traceback \(most recent call last\):\s*$"
@@ -51,6 +51,9 @@ RECORD_START = re.compile(
 # a log record's level at the start of a line: `INFO:root:`, `WARNING:torch...`, `[INFO]`, `[W ...]`
 LOG_LEVEL = re.compile(r"\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL|NOTICE)\b[\]:| ]|\[[IWEF][ \d]|\[?\d\d:\d\d:\d\d\b")
 PROGRESS = re.compile(r"\d+%\||\d+/\d+ \[\d|it/s\]|s/it\]")
+# torchrun's summary: a failure entry's head `[0]:` and its fields `  rank      : 5 (local_rank: 1)`
+ENTRY_HEAD = re.compile(r"\s*\[\d+\]:\s*$")
+ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
 EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
 BANNER = re.compile(r"[=\-]{10,}\s*$")
 # lines PyTorch appends to CUDA error messages, unindented
@@ -70,7 +73,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -85,6 +88,7 @@ class _Stream:
         self.plain = 0  # unindented lines an exception message ran on for
         self.colon = False  # the stream's previous line ended in ':' (it may introduce a stack)
         self.stack = False  # frames with no header, after a line introducing them
+        self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
         self.last_ts: Optional[datetime] = None
         self.ts_gen = 0
         self.last_seq = 0
@@ -237,6 +241,9 @@ class Assembler:
         ev.linenos.append(line.lineno)
 
     def _close(self, st: _Stream) -> Iterator[Event]:
+        if st.entry:
+            entry, st.entry = st.entry, []
+            yield from self._entry_events(entry)
         ev = st.event
         held = st.held
         st.event = None
@@ -310,6 +317,7 @@ class Assembler:
                 # closing banner belongs to it, blank lines included
                 st.tail += 1
                 self._append(ev, line)
+                yield from self._summary_entry(st, line)
                 if t.startswith("=") and BANNER.match(t):
                     st.banners += 1
             elif not t.strip():
@@ -394,6 +402,60 @@ class Assembler:
             return False
         st.plain += 1
         return True
+
+    def _summary_entry(self, st: _Stream, line: LogLine) -> Iterator[Event]:
+        """Collect one failure entry (`[0]:`, time, host, rank, exitcode, error_file,
+        traceback) of torchrun's summary; when it ends, its `traceback :` field becomes
+        events of its own, printed by the rank the entry names: a signal line
+        (`Signal 9 (SIGKILL) received by PID N`) or the worker's whole traceback, which the
+        rules then classify like any other."""
+        t = line.text
+        if ENTRY_HEAD.match(t) or BANNER.match(t):
+            entry, st.entry = st.entry, ([line] if ENTRY_HEAD.match(t) else [])
+            if entry:
+                yield from self._entry_events(entry)
+        elif st.entry and len(st.entry) < MAX_EVENT_LINES:
+            st.entry.append(line)
+
+    def _entry_events(self, entry: list[LogLine]) -> Iterator[Event]:
+        rank = node = None
+        field = None
+        for i, ll in enumerate(entry):
+            m = ENTRY_FIELD.match(ll.text)
+            if m is None:
+                continue
+            key, value = m.group(1), m.group(2)
+            if key == "rank":
+                rank = int(value.split()[0]) if value.split()[0].isdigit() else None
+            elif key == "host":
+                node = value.strip() or None
+            elif key == "traceback":
+                field = i
+        if field is None:
+            return
+        head = entry[field]
+        value = ENTRY_FIELD.match(head.text).group(2).rstrip()  # type: ignore[union-attr]
+        if not value or value.startswith("<"):
+            return  # <N/A>: torchrun has no traceback for it
+        who = RankRef(head.source, rank=rank) if rank is not None else head.who
+        stream = (head.source, "summary", rank, node)
+
+        def at(ll: LogLine, text: str) -> LogLine:
+            return LogLine(ll.source, ll.lineno, ll.raw, len(ll.raw) - len(text), text, "rank" if rank is not None else ll.origin, who, node or ll.node, None, ll.ts, stream)
+
+        first = at(head, value)
+        if not TB_HEADER.match(value):
+            yield Event("line", first, [value], [head.lineno], ts=head.ts, seq=self.seq)
+            return
+        # the worker's own traceback, indented under the field: read it like any other
+        rest = [ll for ll in entry[field + 1 :] if ll.text.strip()]
+        cut = min((len(ll.text) - len(ll.text.lstrip()) for ll in rest), default=0)
+        inner = Assembler(self.interesting)
+        inner.seq = self.seq
+        yield from inner.feed(first)
+        for ll in rest:
+            yield from inner.feed(at(ll, ll.text[cut:]))
+        yield from inner.flush()
 
     def _idle_foreign(self, st: _Stream, line: LogLine) -> Iterator[Event]:
         """A line that interrupts a traceback (another printer in the same stream)."""

@@ -4,7 +4,8 @@ Prefixes handled (outer to inner, any combination):
   srun --label ``3: `` / `` 7: ``; a host ``node-3: `` or ``10.0.0.3: `` (pdsh, DeepSpeed);
   accelerate ``[host:5]:``; NeMo-style tags ``i.pretrain/0 ``; a leading timestamp;
   torchrun ``[rankN]:`` (global) and ``[defaultN]:`` (local); Lightning ``[rank: N]`` and
-  ``[RANK N]`` (global); Ray ``(Actor pid=1, ip=...)``;
+  ``[RANK N]`` / ``[Rank N]`` (global); Ray ``(Actor pid=1, ip=...)``, ``(pid=1)``,
+  ``(raylet)`` (a process, not a rank); a wrapper's ``stderr: `` / ``stdout: `` tag;
   Determined ``[ts] id || ``.
 Ranks inside messages (``[PG 0 Rank 1]``, NCCL's ``[3]`` device index, ``comm ... rank 11``)
 are never taken: only the line's prefix decides.
@@ -22,14 +23,20 @@ SRUN_LABEL = re.compile(r" {0,8}(\d{1,6}):(?: |$)")
 RANK_CHAIN = re.compile(r"((?:\[(?:rank|default)\d{1,7}\]:)+) ?")
 CHAIN_ITEM = re.compile(r"\[(rank|default)(\d{1,7})\]:")
 # Lightning's `[rank: 0] ` and wrappers' `[RANK 1] `: global ranks
-BRACKET_RANK = re.compile(r"\[(?:rank: |RANK )(\d{1,7})\] ?")
+# (`[Rank N] Watchdog ...` at the start is a process group's message, not a prefix)
+BRACKET_RANK = re.compile(r"\[(?:rank: |RANK |Rank )(\d{1,7})\](?! ?(?:Watchdog|ProcessGroupNCCL|NCCL)) ?")
 ACCEL = re.compile(r"\[([A-Za-z0-9][\w.\-]*):(\d{1,5})\]: ?")
 # a host name or IPv4 address used as a line prefix: must end in a digit (node-12, gpu003,
 # 10.0.0.3) so that `RuntimeError: ...` or `c10d: ...` are not taken for hosts
 HOST_NAME = r"(?:\d{1,3}\.){3}\d{1,3}|(?![\w.\-]*\.(?:py|log|out|err|txt|sh|yaml|json)\b)[A-Za-z][A-Za-z0-9\-]*\d(?:\.[A-Za-z0-9\-]+)*"
 HOST = re.compile(rf"(?!slurmstepd)({HOST_NAME}): (?=\S)")
 HOST_ONLY = re.compile(HOST_NAME)
-RAY = re.compile(r"\((\w[\w.:\-]*) pid=(\d+)(?:, ip=([\d.]+))?\) ")
+# Ray: `(ActorName pid=N, ip=...)`, `(pid=N)`, `(raylet)`; a colour code's remnant may follow
+RAY = re.compile(
+    r"\((?:(\w[\w.:\-]*) )?pid=(\d+)(?:, ip=([\d.]+))?\)(?:\[[\d;]*m)? ?"
+    r"|\((raylet|gcs_server|autoscaler|monitor|log_monitor|dashboard_agent|runtime_env_agent)(?:, ip=([\d.]+))?\)(?:\[[\d;]*m)? ?"
+)
+STD_TAG = re.compile(r"(std(?:err|out))(?::|\s*\|) ?")
 DETERMINED = re.compile(r"\[?(\d{4}-\d\d-\d\dT[\d:.]+Z?)\]? ([0-9a-f]{6,12}) \|\| ")
 
 GLOG_TS = re.compile(r"\[?([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
@@ -309,9 +316,14 @@ class PrefixParser:
             elif c == "(":
                 m = RAY.match(raw, pos)
                 if m:
-                    tag = f"{m.group(1)} pid={m.group(2)}"
-                    host = m.group(3) or host
+                    if m.group(2):
+                        tag = f"{m.group(1)} pid={m.group(2)}" if m.group(1) else f"pid={m.group(2)}"
+                        host = m.group(3) or host
+                    else:
+                        tag, host = m.group(4), m.group(5) or host
                     pos = m.end()
+                    if (m := BRACKET_RANK.match(raw, pos)) is not None:
+                        rank, pos = int(m.group(1)), m.end()  # Lightning inside a Ray worker
             elif c.isalnum() and label is None:
                 m = HOST.match(raw, pos)
                 if m:
@@ -322,6 +334,10 @@ class PrefixParser:
                     ts = parse_ts(m.group(1), self.year)
                     tag = m.group(2)
                     pos = m.end()
+
+        if raw.startswith("std", pos) and (m := STD_TAG.match(raw, pos)) is not None:
+            tag = tag or m.group(1)  # a wrapper's `stderr: ` before the printer's own line
+            pos = m.end()
 
         text = raw[pos:]
         if ts is None:
