@@ -150,7 +150,7 @@ def test_show_renders_template_and_the_filled_remediation():
     assert "{ranks} ran out of GPU memory" in text  # the template, placeholders visible
     assert "{size} (capture)" in text and "{ranks} (built-in)" in text
     assert "Rank 0 ran out of GPU memory" in text  # as diagnose prints it
-    assert "examples: 5 match" in text
+    assert "examples: 8 match" in text
 
 
 def test_show_labels_computed_placeholders():
