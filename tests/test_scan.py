@@ -241,3 +241,28 @@ def test_lines_before_a_hit_at_a_block_start_come_from_the_previous_block(tmp_pa
     got = [(n, t) for n, t, _ in Scan(inp, Prefilter(*keywords), 0, 0, b, [], lambda: False, lambda: None)]
     assert [n for n, _ in got][:6] == [36, 37, 38, 39, 40, 41]
     assert all(t == lines[n - 1].rstrip() or t == lines[n - 1] for n, t in got)
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        # an exception line standing alone, deep in a long log
+        "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB.",
+        # a header behind a logging prefix whose frames follow bare
+        "[RANK 2] 2030-01-01 00:00:05,000 [ERROR] Traceback (most recent call last):\n"
+        '  File "/srv/a.py", line 4, in f\n    g()\nFileNotFoundError: [Errno 2] No such file or directory: \'/data/x\'',
+        # frames with no header, cut at a trim mark
+        '  File "/srv/a.py", line 4, in f\n    g()\n[... trimmed ...]\nunrelated output',
+        # a launcher summary whose failure entry holds the signal
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n" + "=" * 40 + "\nRoot Cause (first observed failure):\n[0]:\n"
+        "  time      : 2030-01-01_00:00:06\n  host      : n2\n  rank      : 9 (local_rank: 1)\n  exitcode  : -7 (pid: 41)\n"
+        "  error_file: <N/A>\n  traceback : Signal 7 (SIGBUS) received by PID 41\n" + "=" * 40,
+    ],
+)
+def test_fragments_deep_in_a_long_log_are_found_by_the_fast_reader(fragment, tmp_path):
+    filler = [f"[rank{r}]: step {i} loss {1 + i % 7}.{r}" for i in range(3000) for r in range(4)]
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(filler[:6000] + fragment.split("\n") + filler[6000:]) + "\n")
+    exact = _json([str(log)], budget=None)
+    assert exact["status"] == "failed"
+    assert _key(_json([str(log)], budget=NOTHING)) == _key(exact)

@@ -140,6 +140,7 @@ class Assembler:
     def skipped(self) -> None:
         """Some lines were not fed (the fast reader skipped them)."""
         self.gen += 1
+        self.last = None  # the next line does not follow the last one fed
 
     def busy(self, horizon: int = 2048) -> bool:
         """Is some stream in the middle of an event that its next lines may continue?
