@@ -48,22 +48,12 @@ _SHAPE = (
 # case (relative to fixtures/) -> what slurmdoc gets wrong today
 KNOWN_MISSES: dict[str, str] = {
     # fixtures/launchers/: the general form of each miss, for the builders to fix
-    "launchers/ds_batch_config": (
-        "a framework's batch-size consistency assertion (train batch size is not micro batch x "
-        "accumulation x world size, DeepSpeed's wording) is classified python_exception, not "
-        'shape_divisibility'
-    ),
     "launchers/mpi_exit_silent": (
         "mpirun's report block ('The first process to do so was: Process name: [[J,1],R] Exit "
         "code: N') is launcher evidence of rank R's non-zero exit; the peers' later gloo "
         "'Connection closed by peer' errors are taken as the root (nccl_error on rank 0)"
     ),
     "launchers/mpi_shape": _SHAPE,
-    "launchers/mpi_segv_faulthandler": (
-        "an unprefixed faulthandler 'Fatal Python error: Segmentation fault' gets no rank "
-        "although mpirun's 'process rank 2 ... exited on signal 11' names it; the launcher's rank"
-        ' is not joined to the crash'
-    ),
     "launchers/pl_shape": _SHAPE,
     "launchers/pl_sigkill": (
         'a rank SIGKILLed under a launcher that reports nothing (Lightning ddp): the rank that '
@@ -83,11 +73,6 @@ KNOWN_MISSES: dict[str, str] = {
         "health check failed ... The actor is dead because its worker process has died', the "
         "peer's gloo 'Connection reset by peer', the driver's WorkerGroupError traceback, exit 1) "
         "is reported as no failure"
-    ),
-    "launchers/spawn_abort": (
-        "torch.multiprocessing.spawn's ProcessExitedException 'process N terminated with signal "
-        "SIGABRT' is a launcher report of a signal on rank N (segfault on rank 1), but is taken "
-        'as python_exception with no rank'
     ),
     "launchers/spawn_numpy_oom": _SPAWN_EMBEDDED,
     "launchers/spawn_oom": _SPAWN_EMBEDDED,
