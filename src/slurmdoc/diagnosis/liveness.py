@@ -64,7 +64,9 @@ class Liveness:
             if after(f, end):
                 return self.c.src(end)
         key = first.who.key()
-        if first.origin == "unknown" and first.source in self.ranked:
+        if first.origin == "unknown" and (first.source in self.ranked or first.node is not None or first.tag is not None):
+            # unprefixed lines among ranked ones, or printers told apart only by a host or
+            # a tag (Ray's `(Worker pid=N)`): not one printer whose progress can be read
             return None
         last = f.event.linenos[-1] if f.event.linenos else first.lineno
         mark = self.progress.get(key)
