@@ -1,0 +1,301 @@
+"""Undo what pasting does to a log, before its prefixes are parsed.
+
+A log that reached us through an issue thread, a chat or a terminal is rarely the file the
+job wrote. The damage comes in a few general forms, each undone here line by line:
+
+- Markdown decoration: code fences (```` ``` ````, ```` ```text ````, a fence glued to the
+  first or last log line) and `**` bold markers around a line;
+- a line-number column added by a log viewer, `[12345] ` or `  123 | `: taken off only when
+  several lines in a row carry it and the numbers advance with the lines (a constant offset
+  from the physical line number), so a program's own `[3] ...` output is left alone;
+- line ends: `\\r\\r\\n`, and a stream whose lines end in a lone `\\r`;
+- ANSI colour and cursor codes;
+- tracebacks whose leading indentation was stripped: a `File "...", line N, in f` line at
+  column 0 gets its indentation back, and so does the source line that follows it;
+- hard wrapping at a fixed column: the width is learnt from the input (several lines of the
+  same length, none longer), then a line of exactly that width is joined with the next one
+  unless the next one starts a record of its own (a prefix, a timestamp, a traceback line).
+
+It streams: lines are held back only while a decision needs the next few (a line-number
+column being confirmed, a line that may have been wrapped), never more than `MAX_HOLD`
+lines. Clean input takes a fast path that costs a length comparison and two cheap checks
+per line. Nothing is ever dropped except lines that are decoration only (a bare fence, an
+empty `**` line); a joined line keeps the number of its first piece.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Iterator, Optional
+
+Line = tuple[int, str, bool]  # (line number, text, prefilter hit) as the readers yield them
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+# any line that may carry damage takes the slow path; everything else passes untouched
+_SUSPECT_START = re.compile(r'\*\*|`|File "|\[\d{1,9}\](?: |$)| *\d{1,9} \|(?: |$)').match
+_SUSPECT_CHARS = re.compile(r"[\x1b\r`]").search
+
+FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or without a language
+FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
+BOLD_LINE = re.compile(r"\s*\*\*(?:(.*?)\*\*)?:?\s*$")
+COLUMN = re.compile(r"(?:\[(\d{1,9})\](?: |$)| *(\d{1,9}) \|(?: |$))")
+COLUMN_CONFIRM = 4  # lines in a row that must carry a consistent column before it is removed
+
+FRAME = re.compile(r'File "[^"]*", line \d+')  # an unindented traceback frame
+FRAME_ANY = re.compile(r'\s*File "[^"]*", line \d+')
+CARETS = re.compile(r"[\^~ ]*\^[\^~ ]*$")
+# an exception line: a (dotted) class name, then `:` or the end of the line
+EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::(?: .*)?)?$")
+TB_MARKS = re.compile(r"\s*(?:Traceback \(most recent call last\)|During handling of the above|The above exception was)")
+
+# what starts a record of its own, so cannot be the wrapped rest of the line before it
+RECORD_START = re.compile(
+    r"\s*(?:File \"|Traceback \(most|During handling|The above exception)"
+    r"|\[(?:rank|default)\d|\[(?:rank: |RANK )\d"
+    r"|\[?[IWEF]\d{4} \d\d:\d\d"  # glog
+    r"|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d"  # ISO, logging
+    r"|(?:srun|slurmstepd|sbatch|salloc)\b"
+    r"|\(\w[\w.:\-]* pid=\d+"  # Ray
+    r"|\[[\w.\-]+:\d+\]:"  # accelerate
+)
+LABEL = re.compile(r" {0,8}\d{1,6}: ")  # srun --label: a record start only where labels are in use
+MIN_WIDTH = 60  # narrower "wrapping" is a program's own fixed-width output
+MAX_WIDTH = 4096
+WIDTH_CONFIRM = 3  # lines of the same, greatest length before it is taken as a wrap width
+# the columns terminals, editors and web forms wrap at: one line of such a length, the
+# longest so far, split inside a word, is evidence enough of a wrap
+COMMON_WIDTHS = frozenset({80, 100, 120, 132, 160, 200, 240, 250, 256})
+WIDTH_WINDOW = 16  # lines a possible first wrap waits for that confirmation
+SAME_START = 12  # a next line that begins like this one is the next record of its kind
+MAX_HOLD = 64  # lines held back at most, whatever the input
+
+
+class Repair:
+    """The paste-damage state of one input (one stream of physical lines)."""
+
+    def __init__(self) -> None:
+        self.cr_lines: Optional[bool] = None  # does this input end its lines with a lone \r?
+        self.renumber = 0  # lines added by splitting \r-ended lines (later numbers shift)
+        # line-number column
+        self.col_offset: Optional[int] = None  # confirmed: column number - line number
+        self.col_pending: list[tuple[int, str, bool, int]] = []  # (n, raw, hit, offset) being confirmed
+        # lost indentation
+        self.after_frame = False  # the previous line was an unindented frame line
+        self.after_code = False  # ... or the source line under one
+        # wrapping
+        self.maxlen = MIN_WIDTH - 1  # the longest line seen (at least MIN_WIDTH - 1)
+        self.at_max = 0  # lines seen of that length
+        self.width: Optional[int] = None  # the confirmed wrap width
+        self.held: list[Line] = []  # a line of the wrap width and its continuations so far
+        self.waiting: list[Line] = []  # a possible first wrap and the lines after it, awaiting the width
+        self.wait_len = 0
+        self.prev: Line = (0, "", False)  # the line before the current one
+        self.labels = False  # the lines around the current one carry srun labels
+
+    @property
+    def quiet(self) -> bool:
+        return not (self.col_pending or self.col_offset is not None or self.after_frame or self.after_code or self.held or self.waiting or self.cr_lines)
+
+    # ---- stage 1: line ends, colour, Markdown -------------------------------------------
+    def feed(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+        if "\r" in raw:
+            raw = raw.rstrip("\r")
+            if "\r" in raw:
+                if self.cr_lines is None:
+                    self.cr_lines = _cr_ended(raw)
+                if self.cr_lines:
+                    pieces = raw.split("\r")
+                    base = n + self.renumber
+                    self.renumber += len(pieces) - 1
+                    for i, piece in enumerate(pieces):
+                        yield from self._clean(base + i, piece, hit)
+                    return
+        if self.cr_lines is None:
+            self.cr_lines = False
+        yield from self._clean(n + self.renumber, raw, hit)
+
+    def _clean(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+        if "\x1b" in raw:
+            raw = ANSI.sub("", raw)
+        if "`" in raw:
+            if FENCE.match(raw):
+                return  # decoration only
+            if raw.startswith("```"):
+                raw = FENCE_HEAD.sub("", raw, 1)
+            if raw.endswith("```"):
+                raw = raw[:-3]
+        if raw.lstrip().startswith("**"):
+            m = BOLD_LINE.match(raw)
+            if m is not None:
+                raw = m.group(1) or ""
+                if not raw.strip():
+                    return
+        yield from self._column(n, raw, hit)
+
+    # ---- stage 2: a line-number column --------------------------------------------------
+    def _column(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+        m = COLUMN.match(raw) if raw[:1] in "[ 0123456789" else None
+        if m is None:
+            if self.col_pending:
+                yield from self._release_column()
+            yield from self._indent(n, raw, hit)
+            return
+        offset = int(m.group(1) or m.group(2)) - n
+        if self.col_offset is not None:
+            if offset == self.col_offset:
+                yield from self._indent(n, raw[m.end():], hit)
+                return
+            self.col_offset = None  # a different numbering: confirm it afresh
+        if self.col_pending and self.col_pending[-1][3] != offset:
+            yield from self._release_column()
+        self.col_pending.append((n, raw, hit, offset))
+        if len(self.col_pending) >= COLUMN_CONFIRM:
+            self.col_offset = offset
+            pending, self.col_pending = self.col_pending, []
+            for pn, praw, phit, _ in pending:
+                yield from self._indent(pn, COLUMN.sub("", praw, 1), phit)
+
+    def _release_column(self) -> Iterator[Line]:
+        pending, self.col_pending = self.col_pending, []
+        for pn, praw, phit, _ in pending:
+            yield from self._indent(pn, praw, phit)
+
+    # ---- stage 3: lost indentation of traceback frames ----------------------------------
+    def _indent(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+        if raw.startswith('File "') and FRAME.match(raw):
+            raw = "  " + raw
+            self.after_frame, self.after_code = True, False
+        elif self.after_frame:
+            self.after_frame = False
+            if raw and raw[0] not in " \t" and not (EXCEPTION.match(raw) or TB_MARKS.match(raw) or RECORD_START.match(raw)):
+                raw = "    " + raw  # the frame's source line
+                self.after_code = True
+        elif self.after_code:
+            self.after_code = False
+            if raw and CARETS.match(raw):
+                raw = "    " + raw  # the position markers under it (Python 3.11+)
+        yield from self._wrap(n, raw, hit)
+
+    # ---- stage 4: hard wrapping ---------------------------------------------------------
+    def _wrap(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+        ln = (n, raw, hit)
+        size = len(raw)
+        if self.waiting and size > self.wait_len:
+            yield from self._release()  # a longer line: that was no wrap; this one may be
+        if self.waiting:
+            self.waiting.append(ln)
+            self._measure(size)
+            if len(self.waiting) == 2 and self.width is None and size <= self.wait_len and self.wait_len in COMMON_WIDTHS:
+                first = self.waiting[0][1]
+                if _inside_word(first, raw) and self._continues(first, first, raw):
+                    self.width = self.wait_len
+            if self.width is None and len(self.waiting) < WIDTH_WINDOW:
+                return
+            yield from self._release()
+            return
+        self._measure(size)
+        if self.width is None and not self.held and size == self.maxlen and size >= MIN_WIDTH:
+            # the longest line so far may be the first wrap: wait a few lines for the width
+            self.waiting = [ln]
+            self.wait_len = size
+            self.labels = bool(LABEL.match(raw) or LABEL.match(self.prev[1]))
+            return
+        yield from self._place(ln)
+
+    def _release(self) -> Iterator[Line]:
+        lines, self.waiting = self.waiting, []
+        for ln in lines:
+            yield from self._place(ln)
+
+    def _measure(self, size: int) -> None:
+        if size > self.maxlen:
+            self.width = None  # a longer line: no wrap width (or not that one)
+            self.maxlen, self.at_max = size, 1
+        elif size == self.maxlen:
+            self.at_max += 1
+            if self.at_max >= WIDTH_CONFIRM and self.width is None and MIN_WIDTH <= size <= MAX_WIDTH:
+                self.width = size
+
+    def _place(self, ln: Line) -> Iterator[Line]:
+        """Join `ln` to the held wrapped line before it, or hold it if it may be wrapped."""
+        n, raw, _ = ln
+        if self.held:
+            if n == self.prev[0] + 1 and self._continues(self.held[0][1], self.held[-1][1], raw):
+                self.held.append(ln)
+                self.prev = ln
+                if len(raw) == self.width and len(self.held) < MAX_HOLD:
+                    return  # wrapped again
+                yield self._join(self.held)
+                self.held = []
+                return
+            yield self._join(self.held)
+            self.held = []
+        if self.width is not None and len(raw) == self.width:
+            self.labels = bool(LABEL.match(raw) or LABEL.match(self.prev[1]))
+            self.prev = ln
+            self.held = [ln]
+            return
+        self.prev = ln
+        yield ln
+
+    def _continues(self, first: str, prev: str, nxt: str) -> bool:
+        """Can `nxt` be the wrapped rest of `prev` (a line that began as `first`)?"""
+        if not nxt.strip():
+            return False
+        if RECORD_START.match(nxt) or EXCEPTION.match(nxt):
+            return False  # a record of its own; an exception line is never swallowed
+        if self.labels and LABEL.match(nxt):
+            return False
+        if nxt[:SAME_START] == first[:SAME_START]:
+            return False  # the next record of the same kind (same prefix, same wording)
+        if nxt[:2].isspace() and FRAME_ANY.match(prev):
+            return False  # a frame's indented source line
+        return True
+
+    @staticmethod
+    def _join(lines: list[Line]) -> Line:
+        if len(lines) == 1:
+            return lines[0]
+        return lines[0][0], "".join(ln[1] for ln in lines), any(ln[2] for ln in lines)
+
+    def flush(self) -> Iterator[Line]:
+        if self.col_pending:
+            yield from self._release_column()
+        if self.waiting:
+            yield from self._release()
+        if self.held:
+            yield self._join(self.held)
+            self.held = []
+
+
+def _inside_word(line: str, nxt: str) -> bool:
+    """Was the line cut where a fixed column falls, not where its writer ended it: inside a
+    word, or just after a space?"""
+    return bool(nxt) and not nxt[0].isspace() and (line[-1:].isspace() or (line[-1:].isalnum() and nxt[0].isalnum()))
+
+
+def _cr_ended(raw: str) -> bool:
+    """Does a physical line holding `\\r`s show an input whose lines end in a lone `\\r`?
+
+    Progress bars redraw themselves with `\\r` (`45%|####  | 45/100 [...]`); an input with
+    `\\r` line ends has several pieces of which none is such a redraw."""
+    pieces = raw.split("\r")
+    if len(pieces) < 3:
+        return False
+    return not any("%|" in p or "it/s" in p or "s/it" in p for p in pieces)
+
+
+def repair(lines: Iterable[Line]) -> Iterator[Line]:
+    """The lines of one input with paste damage undone (see the module's docstring)."""
+    r = Repair()
+    start = _SUSPECT_START
+    chars = _SUSPECT_CHARS
+    for item in lines:
+        raw = item[1]
+        if len(raw) < r.maxlen and r.quiet and not chars(raw) and not start(raw):
+            r.prev = item
+            yield item
+            continue
+        yield from r.feed(*item)
+    yield from r.flush()

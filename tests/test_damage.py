@@ -1,0 +1,152 @@
+"""ingest/damage.py: each form of paste damage undone, and clean text left exactly as it is."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurmdoc.ingest.damage import MAX_HOLD, repair
+
+TB = [
+    "Traceback (most recent call last):",
+    '  File "/opt/app/train.py", line 88, in <module>',
+    "    main()",
+    '  File "/opt/app/train.py", line 41, in main',
+    "    loss = step(batch)",
+    "           ^^^^^^^^^^^",
+    "ValueError: bad batch at step 2",
+]
+
+
+def fix(lines: list[str]) -> list[str]:
+    return [raw for _, raw, _ in repair((i, ln, False) for i, ln in enumerate(lines, 1))]
+
+
+def numbers(lines: list[str]) -> list[int]:
+    return [n for n, _, _ in repair((i, ln, False) for i, ln in enumerate(lines, 1))]
+
+
+def test_clean_lines_pass_unchanged():
+    clean = ["[rank0]: step 1 loss 2.0", "[rank1]: step 1 loss 2.0", *TB, "", "srun: error: n1: task 1: Exited with exit code 1"]
+    assert fix(clean) == clean
+    assert numbers(clean) == list(range(1, len(clean) + 1))
+
+
+def test_markdown_fences_and_bold_lines_go():
+    pasted = ["**Error log:**", "```text", *TB, "```", "**"]
+    assert fix(pasted) == ["Error log:", *TB]
+
+
+def test_fence_glued_to_a_log_line_is_taken_off_the_line_only():
+    assert fix(["```" + TB[0], *TB[1:-1], TB[-1] + "```"]) == TB
+
+
+def test_line_number_column_taken_off_when_consistent():
+    for form in ("[{}] ", "{:>6} | "):
+        pasted = [form.format(300 + i) + ln for i, ln in enumerate(TB)]
+        assert fix(pasted) == TB, form
+
+
+def test_numbers_that_do_not_follow_the_lines_are_kept():
+    # a program's own `[N] ` output (a device index, a worker id) is not a column
+    own = [f"[{d}] worker ready" for d in (0, 3, 1, 2, 0, 5)]
+    assert fix(own) == own
+    # a column on too few lines is not taken either
+    few = ["[10] a", "[11] b", "c", "[13] d"]
+    assert fix(few) == few
+
+
+def test_line_ends_and_colour():
+    assert fix([ln + "\r" for ln in TB]) == TB  # \r\r\n: the reader took one \r off
+    assert fix(["\x1b[31m" + ln + "\x1b[0m" for ln in TB]) == TB
+    # a stream whose lines end in a lone \r arrives as one physical line
+    got = list(repair([(1, "\r".join(TB), False)]))
+    assert [raw for _, raw, _ in got] == TB
+    assert [n for n, _, _ in got] == list(range(1, len(TB) + 1))
+
+
+def test_progress_redraws_are_not_line_ends():
+    bar = "\r".join(f"{p:3d}%|##  | {p}/100 [00:01<00:09, 9.9it/s]" for p in (10, 20, 30))
+    assert fix([bar]) == [bar]
+
+
+def test_lost_indentation_of_frames_comes_back():
+    got = fix([ln.lstrip() for ln in TB])
+    # frames and their source lines are indented again (a caret line's exact column is
+    # lost with its indentation; indented is what a reader of the traceback needs)
+    assert [g.strip() for g in got] == [t.strip() for t in TB]
+    assert [g[0].isspace() for g in got] == [t[0].isspace() for t in TB]
+
+
+def test_unindented_frame_without_source_line():
+    lines = ["Traceback (most recent call last):", 'File "<string>", line 1, in <module>', "ZeroDivisionError: division by zero"]
+    assert fix(lines) == ["Traceback (most recent call last):", '  File "<string>", line 1, in <module>', "ZeroDivisionError: division by zero"]
+
+
+def wrap(lines: list[str], width: int) -> list[str]:
+    out = []
+    for ln in lines:
+        while len(ln) > width:
+            out.append(ln[:width])
+            ln = ln[width:]
+        out.append(ln)
+    return out
+
+
+LONG = [
+    "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.11 GiB of which 1.02 GiB is free.",
+    "[rank3]: " + "x" * 300,
+    "[rank2]: RuntimeError: [/pytorch/third_party/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:30121: Connection reset by peer.",
+    "[rank1]: short line",
+]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from([80, 100, 120, 200]), st.lists(st.sampled_from(LONG + TB), min_size=3, max_size=20))
+def test_hard_wrapping_is_joined(width, lines):
+    lines = LONG[:3] + lines  # several lines longer than the width: the width shows
+    assert fix(wrap(lines, width)) == lines
+
+
+def test_one_wrapped_line_at_a_terminal_width():
+    line = "0: [rank0]: RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes."
+    lines = ["0: step 1 loss 1.0", line, "1: step 1 loss 1.0"]
+    assert fix(wrap(lines, 80)) == lines
+
+
+def test_lines_of_the_same_length_that_are_records_are_not_joined():
+    # fixed-format progress lines: the longest lines, all the same length, each a record
+    rows = [f"iteration {i:6d} | loss {1.0 / (i + 1):.6f} | lr 3.0e-04 | grad norm 1.234 | tokens/s 12345.6" for i in range(10)]
+    assert fix(rows) == rows
+    # an exception line after a line of the wrap width is never swallowed
+    wrapped = wrap(LONG[:3], 80)
+    w80 = "y" * 80
+    assert fix([*wrapped, w80, "ValueError: boom"])[-2:] == [w80, "ValueError: boom"]
+
+
+def test_joined_line_keeps_the_first_number_and_any_hit():
+    lines = wrap(LONG[:3], 80)
+    got = list(repair((i, ln, i == 2) for i, ln in enumerate(lines, 1)))
+    assert got[0][0] == 1 and got[0][2] is True
+    assert [raw for _, raw, _ in got] == LONG[:3]
+
+
+def test_holding_is_bounded():
+    # a line of the wrap width followed by endless continuations is let go in bounded pieces
+    lines = wrap(LONG[:3], 80) + ["z" * 80] * (MAX_HOLD * 3)
+    got = fix(lines)
+    assert "".join(got) == "".join(lines)
+    assert max(len(g) for g in got) <= 80 * MAX_HOLD
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("ab F:[]1 |`*\x1b\r\t\"ei"), max_size=90), max_size=40))
+def test_never_raises_and_keeps_every_word(lines):
+    """Whatever the input, no non-decoration character is lost or invented, and the line
+    numbers only grow."""
+    got = list(repair((i, ln, False) for i, ln in enumerate(lines, 1)))
+    ns = [n for n, _, _ in got]
+    assert ns == sorted(ns)
+    kept = "".join(raw for _, raw, _ in got).replace(" ", "")
+    for ch in "abeiF":
+        assert kept.count(ch) <= "".join(lines).count(ch)
