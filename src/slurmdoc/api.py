@@ -13,6 +13,7 @@ from slurmdoc.engine.matcher import Matcher
 from slurmdoc.errors import InputError
 from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
+from slurmdoc.ingest.damage import repair
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.ingest.scan import ENGINES, Budget, Prefilter, Scan
 from slurmdoc.ingest.scan import block_size as scan_block
@@ -70,11 +71,13 @@ def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> 
         yield parser.parse(src, lineno, raw)
 
 
-def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None) -> Iterator[LogLine]:
-    """Every input line as LogLine(s), in order (the exact, line-by-line reader)."""
+def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None, exact: bool = False) -> Iterator[LogLine]:
+    """Every input line as LogLine(s), in order (the line-by-line reader); paste damage is
+    undone as `diagnose` does, unless `exact` (every physical line, as it is)."""
     parser = _parser(inputs)
     for inp in inputs:
-        for lineno, raw in read_lines(inp, warnings, on_bytes):
+        numbered = ((n, raw, True) for n, raw in read_lines(inp, warnings, on_bytes))
+        for lineno, raw, _ in numbered if exact else repair(numbered):
             yield from split_line(parser, inp.info, lineno, raw)
 
 
@@ -149,7 +152,7 @@ def diagnose(
             numbered = ((n, raw, True) for n, raw in read_lines(inp, warnings, on_bytes))
         src = inp.info
         n = 0
-        for n, raw, hit in numbered:
+        for n, raw, hit in repair(numbered):  # paste damage undone before prefixes are parsed
             parsed += 1
             assembler.quiet = not hit
             for ll in split_line(parser, src, n, raw):
