@@ -32,10 +32,6 @@ Line = tuple[int, str, bool]  # (line number, text, prefilter hit) as the reader
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
-# any line that may carry damage takes the slow path; everything else passes untouched
-_SUSPECT_START = re.compile(r'\*\*|`|File "|\[\d{1,9}\](?: |$)| *\d{1,9} \|(?: |$)').match
-_SUSPECT_CHARS = re.compile(r"[\x1b\r`]").search
-
 FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or without a language
 FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
 BOLD_LINE = re.compile(r"\s*\*\*(?:(.*?)\*\*)?:?\s*$")
@@ -67,6 +63,7 @@ WIDTH_CONFIRM = 3  # lines of the same, greatest length before it is taken as a 
 # longest so far, split inside a word, is evidence enough of a wrap
 COMMON_WIDTHS = frozenset({80, 100, 120, 132, 160, 200, 240, 250, 256})
 WIDTH_WINDOW = 16  # lines a possible first wrap waits for that confirmation
+WIDTH_MISSES = 8  # lines of a width in a row that were records, not wraps: no wrap width
 SAME_START = 12  # a next line that begins like this one is the next record of its kind
 MAX_HOLD = 64  # lines held back at most, whatever the input
 
@@ -91,14 +88,23 @@ class Repair:
         self.waiting: list[Line] = []  # a possible first wrap and the lines after it, awaiting the width
         self.wait_len = 0
         self.prev: Line = (0, "", False)  # the line before the current one
+        self.fast_below = MIN_WIDTH - 1  # shorter lines cannot start or continue a wrap
+        self.rejected = -1  # a width whose lines of that length all proved to be records
+        self.misses = 0  # lines of the wrap width in a row that were not wrapped
+        self.busy = False  # some repair is under way: every line takes the slow path
         self.labels = False  # the lines around the current one carry srun labels
 
-    @property
-    def quiet(self) -> bool:
-        return not (self.col_pending or self.col_offset is not None or self.after_frame or self.after_code or self.held or self.waiting or self.cr_lines)
+    def _settle(self) -> None:
+        """After a slow-path line: may the next line take the fast path?"""
+        self.busy = bool(self.col_pending or self.col_offset is not None or self.after_frame or self.after_code or self.held or self.waiting or self.cr_lines)
 
     # ---- stage 1: line ends, colour, Markdown -------------------------------------------
-    def feed(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+    def feed(self, n: int, raw: str, hit: bool) -> list[Line]:
+        out = list(self._feed(n, raw, hit))
+        self._settle()
+        return out
+
+    def _feed(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
         if "\r" in raw:
             raw = raw.rstrip("\r")
             if "\r" in raw:
@@ -195,7 +201,7 @@ class Repair:
             yield from self._release()
             return
         self._measure(size)
-        if self.width is None and not self.held and size == self.maxlen and size >= MIN_WIDTH:
+        if self.width is None and not self.held and size == self.maxlen and size >= MIN_WIDTH and size != self.rejected:
             # the longest line so far may be the first wrap: wait a few lines for the width
             self.waiting = [ln]
             self.wait_len = size
@@ -212,9 +218,11 @@ class Repair:
         if size > self.maxlen:
             self.width = None  # a longer line: no wrap width (or not that one)
             self.maxlen, self.at_max = size, 1
+            self.fast_below = size
+            self.misses = 0
         elif size == self.maxlen:
             self.at_max += 1
-            if self.at_max >= WIDTH_CONFIRM and self.width is None and MIN_WIDTH <= size <= MAX_WIDTH:
+            if self.at_max >= WIDTH_CONFIRM and self.width is None and MIN_WIDTH <= size <= MAX_WIDTH and size != self.rejected:
                 self.width = size
 
     def _place(self, ln: Line) -> Iterator[Line]:
@@ -224,11 +232,14 @@ class Repair:
             if n == self.prev[0] + 1 and self._continues(self.held[0][1], self.held[-1][1], raw):
                 self.held.append(ln)
                 self.prev = ln
+                self.misses = 0
                 if len(raw) == self.width and len(self.held) < MAX_HOLD:
                     return  # wrapped again
                 yield self._join(self.held)
                 self.held = []
                 return
+            if len(self.held) == 1:
+                self._missed()
             yield self._join(self.held)
             self.held = []
         if self.width is not None and len(raw) == self.width:
@@ -239,12 +250,25 @@ class Repair:
         self.prev = ln
         yield ln
 
+    def _missed(self) -> None:
+        """A line of the wrap width was a whole record. Many in a row and never a wrap:
+        that length is a fixed-format line of the program, not a wrap width."""
+        self.misses += 1
+        if self.misses >= WIDTH_MISSES and self.width is not None:
+            self.rejected = self.width
+            self.width = None
+            if self.maxlen == self.rejected:
+                self.fast_below = self.maxlen + 1
+
     def _continues(self, first: str, prev: str, nxt: str) -> bool:
         """Can `nxt` be the wrapped rest of `prev` (a line that began as `first`)?"""
         if not nxt.strip():
             return False
-        if RECORD_START.match(nxt) or EXCEPTION.match(nxt):
-            return False  # a record of its own; an exception line is never swallowed
+        if RECORD_START.match(nxt):
+            return False  # a record of its own
+        if EXCEPTION.match(nxt) and not self.labels:
+            return False  # an exception line is never swallowed (where every task line is
+            # labelled, an unlabelled one can only be the rest of the line before)
         if self.labels and LABEL.match(nxt):
             return False
         if nxt[:SAME_START] == first[:SAME_START]:
@@ -289,13 +313,30 @@ def _cr_ended(raw: str) -> bool:
 def repair(lines: Iterable[Line]) -> Iterator[Line]:
     """The lines of one input with paste damage undone (see the module's docstring)."""
     r = Repair()
-    start = _SUSPECT_START
-    chars = _SUSPECT_CHARS
+    first = _SUSPECT_FIRST
     for item in lines:
         raw = item[1]
-        if len(raw) < r.maxlen and r.quiet and not chars(raw) and not start(raw):
-            r.prev = item
-            yield item
-            continue
+        # the fast path: plain string tests only (a regex call per line would cost more than
+        # parsing the line's prefix)
+        if len(raw) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw:
+            if raw[:1] not in first or not _suspect_start(raw):
+                r.prev = item
+                yield item
+                continue
         yield from r.feed(*item)
     yield from r.flush()
+
+
+_SUSPECT_FIRST = frozenset('*F[ 0123456789')
+
+
+def _suspect_start(raw: str) -> bool:
+    """May this line start with decoration, a line-number column or an unindented frame?"""
+    c = raw[0]
+    if c == "[":
+        return raw[1:2].isdigit() and COLUMN.match(raw) is not None
+    if c == "F":
+        return raw.startswith('File "')
+    if c == "*":
+        return raw.startswith("**")
+    return " |" in raw[:12] and COLUMN.match(raw) is not None
