@@ -72,7 +72,7 @@ def run(files: tuple[tuple[str, bytes], ...]) -> Diagnosis:
     """diagnose() on these texts, each under its original path (so per-rank file names and
     the year from the file's date still count), without writing anything."""
 
-    def make_inputs(_paths: list[str], _warnings: list[str]) -> list[Input]:
+    def make_inputs(_paths: list[str], _warnings: list[str], *_how: object) -> list[Input]:
         return [Input(SourceInfo(index=i, path=p, **path_hints(p)), (lambda b=b: io.BytesIO(b)), len(b)) for i, (p, b) in enumerate(files)]
 
     with mock.patch.object(api, "make_inputs", make_inputs):
