@@ -58,12 +58,12 @@ RECORD_START = re.compile(
 LABEL = re.compile(r" {0,8}\d{1,6}: ")  # srun --label: a record start only where labels are in use
 MIN_WIDTH = 60  # narrower "wrapping" is a program's own fixed-width output
 MAX_WIDTH = 4096
-WIDTH_CONFIRM = 3  # lines of the same, greatest length before it is taken as a wrap width
+WIDTH_CONFIRM = 2  # wrapped pairs at the greatest length before it is taken as a wrap width
 # the columns terminals, editors and web forms wrap at: one line of such a length, the
 # longest so far, split inside a word, is evidence enough of a wrap
 COMMON_WIDTHS = frozenset({80, 100, 120, 132, 160, 200, 240, 250, 256})
 WIDTH_WINDOW = 16  # lines a possible first wrap waits for that confirmation
-WIDTH_MISSES = 8  # lines of a width in a row that were records, not wraps: no wrap width
+WIDTH_MISSES = 8  # pairs at a length that were two records (and 4x the wraps): no wrap width
 SAME_START = 12  # a next line that begins like this one is the next record of its kind
 MAX_HOLD = 64  # lines held back at most, whatever the input
 
@@ -82,7 +82,7 @@ class Repair:
         self.after_code = False  # ... or the source line under one
         # wrapping
         self.maxlen = MIN_WIDTH - 1  # the longest line seen (at least MIN_WIDTH - 1)
-        self.at_max = 0  # lines seen of that length
+        self.pairs = 0  # pairs (line of that length, next line) that read as one wrapped line
         self.width: Optional[int] = None  # the confirmed wrap width
         self.held: list[Line] = []  # a line of the wrap width and its continuations so far
         self.waiting: list[Line] = []  # a possible first wrap and the lines after it, awaiting the width
@@ -90,7 +90,7 @@ class Repair:
         self.prev: Line = (0, "", False)  # the line before the current one
         self.fast_below = MIN_WIDTH - 1  # shorter lines cannot start or continue a wrap
         self.rejected = -1  # a width whose lines of that length all proved to be records
-        self.misses = 0  # lines of the wrap width in a row that were not wrapped
+        self.misses = 0  # ... and that read as two records
         self.busy = False  # some repair is under way: every line takes the slow path
         self.labels = False  # the lines around the current one carry srun labels
 
@@ -184,19 +184,26 @@ class Repair:
         yield from self._wrap(n, raw, hit)
 
     # ---- stage 4: hard wrapping ---------------------------------------------------------
+    # A width is learnt from pairs of lines: a line of the greatest length so far and the
+    # line after it. A pair is a wrap when the second line cannot stand on its own (no
+    # prefix, no timestamp, no traceback line, not the next record of the same kind). Two
+    # such pairs, outnumbering the pairs that were two records, make the length a wrap
+    # width; one is enough at a common terminal width when the cut falls inside a word.
+    # Many record pairs and no wraps make the length a program's fixed-format line instead,
+    # and lines of that length take the fast path again.
     def _wrap(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
         ln = (n, raw, hit)
         size = len(raw)
         if self.waiting and size > self.wait_len:
             yield from self._release()  # a longer line: that was no wrap; this one may be
         if self.waiting:
+            before = self.waiting[-2][1] if len(self.waiting) > 1 else self.prev[1]
+            line = self.waiting[-1][1]
             self.waiting.append(ln)
             self._measure(size)
-            if len(self.waiting) == 2 and self.width is None and size <= self.wait_len and self.wait_len in COMMON_WIDTHS:
-                first = self.waiting[0][1]
-                if _inside_word(first, raw) and self._continues(first, first, raw):
-                    self.width = self.wait_len
-            if self.width is None and len(self.waiting) < WIDTH_WINDOW:
+            if len(line) == self.wait_len:
+                self._judge(before, line, raw)
+            if self.width is None and self.rejected != self.wait_len and len(self.waiting) < WIDTH_WINDOW:
                 return
             yield from self._release()
             return
@@ -205,9 +212,29 @@ class Repair:
             # the longest line so far may be the first wrap: wait a few lines for the width
             self.waiting = [ln]
             self.wait_len = size
-            self.labels = bool(LABEL.match(raw) or LABEL.match(self.prev[1]))
             return
         yield from self._place(ln)
+
+    def _judge(self, before: str, line: str, nxt: str) -> None:
+        """Count the pair (`line`, `nxt`) for or against `len(line)` as a wrap width."""
+        self.labels = bool(LABEL.match(line) or LABEL.match(before))
+        if self._continues(line, line, nxt):
+            self.pairs += 1
+            common = len(line) in COMMON_WIDTHS and _inside_word(line, nxt)
+            if (self.pairs >= WIDTH_CONFIRM and self.pairs > self.misses) or (common and self.misses == 0):
+                self.width = len(line)
+        else:
+            self._missed(len(line))
+
+    def _missed(self, size: int) -> None:
+        """A line of this length was a whole record. Many such and few wraps: the length is
+        a fixed-format line of the program, not a wrap width."""
+        self.misses += 1
+        if self.misses >= WIDTH_MISSES and self.misses >= 4 * self.pairs:
+            self.rejected = size
+            self.width = None
+            if self.maxlen == size:
+                self.fast_below = size + 1
 
     def _release(self) -> Iterator[Line]:
         lines, self.waiting = self.waiting, []
@@ -217,13 +244,9 @@ class Repair:
     def _measure(self, size: int) -> None:
         if size > self.maxlen:
             self.width = None  # a longer line: no wrap width (or not that one)
-            self.maxlen, self.at_max = size, 1
+            self.maxlen = size
             self.fast_below = size
-            self.misses = 0
-        elif size == self.maxlen:
-            self.at_max += 1
-            if self.at_max >= WIDTH_CONFIRM and self.width is None and MIN_WIDTH <= size <= MAX_WIDTH and size != self.rejected:
-                self.width = size
+            self.pairs = self.misses = 0
 
     def _place(self, ln: Line) -> Iterator[Line]:
         """Join `ln` to the held wrapped line before it, or hold it if it may be wrapped."""
@@ -232,14 +255,15 @@ class Repair:
             if n == self.prev[0] + 1 and self._continues(self.held[0][1], self.held[-1][1], raw):
                 self.held.append(ln)
                 self.prev = ln
-                self.misses = 0
+                if len(self.held) == 2:
+                    self.pairs += 1
                 if len(raw) == self.width and len(self.held) < MAX_HOLD:
                     return  # wrapped again
                 yield self._join(self.held)
                 self.held = []
                 return
-            if len(self.held) == 1:
-                self._missed()
+            if len(self.held) == 1 and self.width is not None:
+                self._missed(self.width)
             yield self._join(self.held)
             self.held = []
         if self.width is not None and len(raw) == self.width:
@@ -249,16 +273,6 @@ class Repair:
             return
         self.prev = ln
         yield ln
-
-    def _missed(self) -> None:
-        """A line of the wrap width was a whole record. Many in a row and never a wrap:
-        that length is a fixed-format line of the program, not a wrap width."""
-        self.misses += 1
-        if self.misses >= WIDTH_MISSES and self.width is not None:
-            self.rejected = self.width
-            self.width = None
-            if self.maxlen == self.rejected:
-                self.fast_below = self.maxlen + 1
 
     def _continues(self, first: str, prev: str, nxt: str) -> bool:
         """Can `nxt` be the wrapped rest of `prev` (a line that began as `first`)?"""
