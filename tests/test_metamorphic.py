@@ -441,8 +441,21 @@ NO_RANK_PREFIX = (
     "core: with no rank in the prefix (none, host, Ray actor), collective-timeout lines are not "
     "attributed to ranks, so the hang/straggler analysis has no ranks to compare (ranks from text)"
 )
+UNRANKED_TRACEBACK = (
+    "core: a traceback whose printer names no rank loses to the launcher's report of the failed "
+    "rank (rank from the summary, category unknown) instead of being joined to it; with the "
+    "rank prefix the same traceback is the root (since the evidence ladder landed)"
+)
 # (case, style) -> the general form that fails today
 PREFIX_MISSES: dict[tuple[str, str], str] = {
+    ("slurm/srun_eaddrinuse", "none"): UNRANKED_TRACEBACK,
+    ("slurm/srun_eaddrinuse", "host"): UNRANKED_TRACEBACK,
+    ("slurm/srun_eaddrinuse", "ray"): UNRANKED_TRACEBACK,
+    ("slurm/srun_eaddrinuse", "timestamp"): UNRANKED_TRACEBACK,
+    ("torchrun/exception_record", "none"): UNRANKED_TRACEBACK,
+    ("torchrun/tee", "none"): UNRANKED_TRACEBACK,
+    ("torchrun/tee", "host"): UNRANKED_TRACEBACK,
+    ("torchrun/tee", "ray"): UNRANKED_TRACEBACK,
     ('torchrun/assert_all', 'timestamp'): LOGGING_STAMP,
     ('torchrun/chained', 'timestamp'): LOGGING_STAMP,
     ('torchrun/dataloader_worker', 'timestamp'): LOGGING_STAMP,

@@ -92,7 +92,7 @@ class Repair:
         self.rejected = -1  # a width whose lines of that length all proved to be records
         self.misses = 0  # ... and that read as two records
         self.busy = False  # some repair is under way: every line takes the slow path
-        self.labels = False  # the lines around the current one carry srun labels
+        self.labels = 0  # the lines around the current one carry srun labels this long (0: none)
 
     def _settle(self) -> None:
         """After a slow-path line: may the next line take the fast path?"""
@@ -217,7 +217,7 @@ class Repair:
 
     def _judge(self, before: str, line: str, nxt: str) -> None:
         """Count the pair (`line`, `nxt`) for or against `len(line)` as a wrap width."""
-        self.labels = bool(LABEL.match(line) or LABEL.match(before))
+        self.labels = _label_end(line) or _label_end(before)
         if self._continues(line, line, nxt):
             self.pairs += 1
             common = len(line) in COMMON_WIDTHS and _inside_word(line, nxt)
@@ -267,7 +267,7 @@ class Repair:
             yield self._join(self.held)
             self.held = []
         if self.width is not None and len(raw) == self.width:
-            self.labels = bool(LABEL.match(raw) or LABEL.match(self.prev[1]))
+            self.labels = _label_end(raw) or _label_end(self.prev[1])
             self.prev = ln
             self.held = [ln]
             return
@@ -283,8 +283,8 @@ class Repair:
         if EXCEPTION.match(nxt) and not self.labels:
             return False  # an exception line is never swallowed (where every task line is
             # labelled, an unlabelled one can only be the rest of the line before)
-        if self.labels and LABEL.match(nxt):
-            return False
+        if self.labels and _label_end(nxt) == self.labels:
+            return False  # srun pads every label to the width of the largest task id
         if nxt[:SAME_START] == first[:SAME_START]:
             return False  # the next record of the same kind (same prefix, same wording)
         if nxt[:2].isspace() and FRAME_ANY.match(prev):
@@ -305,6 +305,12 @@ class Repair:
         if self.held:
             yield self._join(self.held)
             self.held = []
+
+
+def _label_end(line: str) -> int:
+    """The length of the line's srun label (`  7: `), 0 if it has none."""
+    m = LABEL.match(line)
+    return m.end() if m is not None else 0
 
 
 def _inside_word(line: str, nxt: str) -> bool:
