@@ -58,13 +58,13 @@ RECORD_START = re.compile(
 LABEL = re.compile(r" {0,8}\d{1,6}: ")  # srun --label: a record start only where labels are in use
 MIN_WIDTH = 60  # narrower "wrapping" is a program's own fixed-width output
 MAX_WIDTH = 4096
-WIDTH_CONFIRM = 2  # wrapped pairs at the greatest length before it is taken as a wrap width
+WIDTH_CONFIRM = 3  # wrapped pairs at the greatest length before it is taken as a wrap width
 # the columns terminals, editors and web forms wrap at: one line of such a length, the
 # longest so far, split inside a word, is evidence enough of a wrap
 COMMON_WIDTHS = frozenset({80, 100, 120, 132, 160, 200, 240, 250, 256})
 WIDTH_WINDOW = 16  # lines a possible first wrap waits for that confirmation
 WIDTH_MISSES = 8  # pairs at a length that were two records (and 4x the wraps): no wrap width
-SAME_START = 12  # a next line that begins like this one is the next record of its kind
+SAME_START = 16  # a next line that begins like this one (numbers aside) is the next record of its kind
 MAX_HOLD = 64  # lines held back at most, whatever the input
 
 
@@ -221,7 +221,7 @@ class Repair:
         if self._continues(line, line, nxt):
             self.pairs += 1
             common = len(line) in COMMON_WIDTHS and _inside_word(line, nxt)
-            if (self.pairs >= WIDTH_CONFIRM and self.pairs > self.misses) or (common and self.misses == 0):
+            if (self.pairs >= WIDTH_CONFIRM and self.pairs > self.misses) or (common and self.pairs >= self.misses):
                 self.width = len(line)
         else:
             self._missed(len(line))
@@ -285,7 +285,7 @@ class Repair:
             # labelled, an unlabelled one can only be the rest of the line before)
         if self.labels and _label_end(nxt) == self.labels:
             return False  # srun pads every label to the width of the largest task id
-        if nxt[:SAME_START] == first[:SAME_START]:
+        if _kind(nxt) == _kind(first):
             return False  # the next record of the same kind (same prefix, same wording)
         if nxt[:2].isspace() and FRAME_ANY.match(prev):
             return False  # a frame's indented source line
@@ -305,6 +305,15 @@ class Repair:
         if self.held:
             yield self._join(self.held)
             self.held = []
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _kind(line: str) -> str:
+    """A line's start with its numbers masked: `iteration 100 | ...` and `iteration 110 | ...`
+    are records of one kind."""
+    return _DIGITS.sub("0", line[: 2 * SAME_START])[:SAME_START]
 
 
 def _label_end(line: str) -> int:
