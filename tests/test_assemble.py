@@ -324,3 +324,11 @@ def test_a_launcher_summary_signal_field_is_a_line_of_that_rank():
     assert sig.first.who.rank == 12 and sig.linenos == [15]
     # `<N/A>` or an empty field says nothing
     assert [e for e in events(SUMMARY.replace("Signal 15 (SIGTERM) received by PID 78", "<N/A>")) if e.kind == "line"] == []
+
+
+def test_a_progress_line_ends_the_exception_message():
+    # a rank that logs an exception and trains on: its next progress line (any wording the
+    # progress markers know) is the program's next output, not more of the message
+    for nxt in ("step 11 loss 1.9", "iteration 12/100 | lm loss: 2.1", "Epoch 0:  40%|####      | 4/10"):
+        (tb,) = [e for e in events(TB + "\n" + nxt + "\nmore output") if e.kind == "traceback"]
+        assert tb.lines[-1] == "ValueError: bad", nxt

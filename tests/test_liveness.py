@@ -60,3 +60,15 @@ def test_a_launcher_failure_report_is_never_outlived(write):
     text = ["step 10 loss 2.0", "srun: error: n1: task 0: Exited with exit code 1", "step 11 loss 1.9"]
     d = diagnose([write("j.log", "\n".join(text))])
     assert d.status == "failed"
+
+
+def test_steps_redrawn_after_a_traceback_are_not_new_progress(write):
+    # a progress bar that repaints steps the rank had already reached before it failed (a
+    # tqdm line flushed again, a logger repeating its last line) says nothing of the rank
+    # going on; only a step beyond every earlier one does
+    redraw = prefixed("[rank1]: ", ["step 10 loss 2.0", "step 11 loss 1.9"] + TB + ["step 10 loss 2.0", "step 11 loss 1.9"])
+    d = diagnose([write("j.log", "\n".join(redraw))])
+    assert d.status == "failed" and d.root_cause.rank == 1 and "Connection reset" in d.root_cause.message and not d.handled
+    onward = prefixed("[rank1]: ", ["step 10 loss 2.0", "step 11 loss 1.9"] + TB + ["step 11 loss 1.9", "step 12 loss 1.8"])
+    d = diagnose([write("j.log", "\n".join(onward))])
+    assert d.status == "no_failure" and d.handled[0].resumed_at.endswith(":7")

@@ -147,6 +147,10 @@ class RankActivity:
     last_ts: Optional[datetime]  # the latest timestamp this printer printed
     lines: int = 0
     progress: dict[str, ProgressMark] = field(default_factory=dict)  # marker id -> last mark
+    # marker id -> ((epoch, step), source, lineno) of the last mark that went beyond every
+    # earlier mark of that marker: a progress bar redrawn over steps already reached is not
+    # new progress (diagnosis.liveness)
+    advanced: dict[str, tuple] = field(default_factory=dict)
 
 
 # ---- what leaves the library -------------------------------------------------------

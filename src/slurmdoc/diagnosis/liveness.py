@@ -32,12 +32,13 @@ class Liveness:
     def __init__(self, c: Collector, activity: Optional[list[RankActivity]]) -> None:
         self.c = c
         self.ranked = ranked = {stream[0] for stream in c.seen}  # sources with ranked printers
-        # printer -> (source, line) of its last progress mark
+        # printer -> (source, line) of its last progress mark that went beyond all earlier
+        # ones (a bar redrawn over steps it had already reached is not progress)
         self.progress: dict[tuple, tuple[int, int]] = {}
         for a in activity or []:
             if a.who.rank is None and a.who.label is None and a.who.local is None and a.who.source in ranked:
                 continue  # unprefixed lines among ranked ones: any rank's, not one printer's
-            marks = [(m.source, m.lineno) for m in a.progress.values()]
+            marks = [(src, line) for _, src, line in a.advanced.values()]
             if marks:
                 self.progress[a.who.key()] = max(marks)
         self.job_ends = [f for f in c.clean_ends if f.event.first.origin != "rank"]

@@ -167,6 +167,25 @@ class ActivityTracker:
             return
         mk, step, epoch, total = found
         rec.progress[mk.id] = ProgressMark(mk.id, mk.label, step, epoch, total, ll.source, ll.lineno, ll.ts or rec.last_ts, kept)
+        at = (-1 if epoch is None else epoch, step)
+        best = rec.advanced.get(mk.id)
+        if best is None or at > best[0]:
+            rec.advanced[mk.id] = (at, ll.source, ll.lineno)
 
     def result(self) -> list[RankActivity]:
         return list(self._recs.values())
+
+
+_SHARED: Optional[ActivityTracker] = None
+
+
+def is_progress(text: str) -> bool:
+    """Does `text` read as a progress mark of the bundled markers (`step 12 loss 1.8`,
+    `Epoch 3: 40%|...`)? For readers that must tell a program's next output from more of
+    what it printed before (an exception message running on over several lines)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = ActivityTracker()
+    pre = _SHARED._pre
+    return pre is not None and pre.search(text, 0, MAX_SCAN) is not None and read_progress(_SHARED.markers, text[:MAX_SCAN]) is not None
+

@@ -22,6 +22,7 @@ import re
 from datetime import datetime
 from typing import Callable, Iterator, Optional
 
+from slurmdoc.ingest.activity import is_progress
 from slurmdoc.models import Event, LogLine, RankRef
 
 TB_HEADER = re.compile(
@@ -399,7 +400,7 @@ class Assembler:
             return False
         if ev.lines[-1].rstrip().endswith(":") or t.startswith(KNOWN_CONTINUATIONS):
             return True
-        if st.plain >= MAX_MESSAGE_LINES or LOG_LEVEL.match(t) or PROGRESS.search(t) or FRAME.match(t) or ELISION.match(t) or self.interesting(t):
+        if st.plain >= MAX_MESSAGE_LINES or LOG_LEVEL.match(t) or PROGRESS.search(t) or FRAME.match(t) or ELISION.match(t) or self.interesting(t) or is_progress(t):
             return False
         st.plain += 1
         return True
