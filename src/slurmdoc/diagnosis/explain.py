@@ -12,7 +12,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Optional
 
-from slurmdoc.diagnosis.findings import Collector, Finding, Group, nonzero
+from slurmdoc.diagnosis.findings import Collector, Finding, Group, before, nonzero
 from slurmdoc.diagnosis.hang import Stall
 from slurmdoc.diagnosis.ladder import level_of
 from slurmdoc.diagnosis.layout import Layout
@@ -264,6 +264,8 @@ def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, ro
         g = by_rule.get(f.rule.id)
         if g is None:
             g = by_rule[f.rule.id] = Group(f)
+        elif before(f, g.first):
+            g.first = f  # the group shows its earliest finding, whatever order they completed in
         g.count += 1
         for r in f.refs:
             g.refs.setdefault(r.key(), r)
