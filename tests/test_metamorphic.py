@@ -208,20 +208,7 @@ HEADERLESS = (
 )
 TAIL_HEADERLESS_MISSES: dict[str, str] = {
     'documented/invalid_device_ordinal': HEADERLESS,
-    'slurm/sbatch_requeue_twice_fail': HEADERLESS,
     'slurm/srun_eaddrinuse': HEADERLESS,
-    'slurm/srun_exception_label': HEADERLESS,
-    'slurm/srun_exception_nolabel': HEADERLESS,
-    'slurm/srun_interactive_exception': HEADERLESS,
-    'slurm/srun_kill_on_bad_exit': HEADERLESS,
-    'slurm/srun_torchrun_exception': HEADERLESS,
-    'torchrun/dataloader_worker': HEADERLESS,
-    'torchrun/exception': HEADERLESS,
-    'torchrun/exception_record': HEADERLESS,
-    'torchrun/multinode': HEADERLESS,
-    'torchrun/multinode_label': HEADERLESS,
-    'torchrun/redirects': HEADERLESS,
-    'torchrun/tee': HEADERLESS,
 }
 TAIL_EVIDENCE_MISSES: dict[str, str] = {}
 
@@ -448,16 +435,15 @@ UNRANKED_TRACEBACK = (
     "rank (rank from the summary, category unknown) instead of being joined to it; with the "
     "rank prefix the same traceback is the root (since the evidence ladder landed)"
 )
+LABEL_AS_AGENT = (
+    "core: in a torchrun job whose worker lines carry srun-style labels, a label over a torchrun "
+    "traceback is read as the agent's (a node), not a rank, so the rank the label gives is dropped"
+)
 # (case, style) -> the general form that fails today
 PREFIX_MISSES: dict[tuple[str, str], str] = {
-    ("slurm/srun_eaddrinuse", "none"): UNRANKED_TRACEBACK,
-    ("slurm/srun_eaddrinuse", "host"): UNRANKED_TRACEBACK,
-    ("slurm/srun_eaddrinuse", "ray"): UNRANKED_TRACEBACK,
+    ("torchrun/exception_record", "srun"): LABEL_AS_AGENT,
     ("slurm/srun_eaddrinuse", "timestamp"): UNRANKED_TRACEBACK,
-    ("torchrun/exception_record", "none"): UNRANKED_TRACEBACK,
     ("torchrun/tee", "none"): UNRANKED_TRACEBACK,
-    ("torchrun/tee", "host"): UNRANKED_TRACEBACK,
-    ("torchrun/tee", "ray"): UNRANKED_TRACEBACK,
     ('torchrun/assert_all', 'timestamp'): LOGGING_STAMP,
     ('torchrun/chained', 'timestamp'): LOGGING_STAMP,
     ('torchrun/dataloader_worker', 'timestamp'): LOGGING_STAMP,

@@ -205,6 +205,12 @@ class Repair:
                 self._judge(before, line, raw)
             if self.width is None and self.rejected != self.wait_len and len(self.waiting) < WIDTH_WINDOW:
                 return
+            if self.width is None and size == self.wait_len and self.rejected != size:
+                # the window is full, but this line may be a wrap too: it waits on
+                self.waiting.pop()
+                yield from self._release()
+                self.waiting = [ln]
+                return
             yield from self._release()
             return
         self._measure(size)
@@ -323,9 +329,9 @@ def _label_end(line: str) -> int:
 
 
 def _inside_word(line: str, nxt: str) -> bool:
-    """Was the line cut where a fixed column falls, not where its writer ended it: inside a
-    word, or just after a space?"""
-    return bool(nxt) and not nxt[0].isspace() and (line[-1:].isspace() or (line[-1:].isalnum() and nxt[0].isalnum()))
+    """Was the line cut where a fixed column falls, not where its writer ended it: after a
+    word character or a space, with the rest starting with no space?"""
+    return bool(nxt) and not nxt[0].isspace() and (line[-1:].isspace() or line[-1:].isalnum() or line[-1:] == "_")
 
 
 def _cr_ended(raw: str) -> bool:
