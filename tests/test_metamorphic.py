@@ -443,7 +443,9 @@ LABEL_AS_AGENT = (
 PREFIX_MISSES: dict[tuple[str, str], str] = {
     ("torchrun/exception_record", "srun"): LABEL_AS_AGENT,
     ("slurm/srun_eaddrinuse", "timestamp"): UNRANKED_TRACEBACK,
-    ("torchrun/tee", "none"): UNRANKED_TRACEBACK,
+    ("slurm/srun_eaddrinuse", "none"): UNRANKED_TRACEBACK,
+    ("slurm/srun_eaddrinuse", "host"): UNRANKED_TRACEBACK,
+    ("slurm/srun_eaddrinuse", "ray"): UNRANKED_TRACEBACK,
     ('torchrun/assert_all', 'timestamp'): LOGGING_STAMP,
     ('torchrun/chained', 'timestamp'): LOGGING_STAMP,
     ('torchrun/dataloader_worker', 'timestamp'): LOGGING_STAMP,

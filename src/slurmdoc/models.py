@@ -96,8 +96,9 @@ class Event:
     # exception line); "headerless" (frames and exception line, no `Traceback (most recent
     # call last):` above them: a paste that starts mid-traceback); "cut" (no exception line:
     # the log ends, or a gap such as `[... trimmed ...]` follows the frames); "alone" (an
-    # exception line with no frames above it).
-    form: Literal["whole", "headerless", "cut", "alone"] = "whole"
+    # exception line with no frames above it). For a line: "reported" when a launcher
+    # printed it on a rank's behalf (the `traceback :` field of torchrun's summary).
+    form: Literal["whole", "headerless", "cut", "alone", "reported"] = "whole"
 
     def origin(self) -> int:
         """Index of the exception the failure started with: the first of a chain

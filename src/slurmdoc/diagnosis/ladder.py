@@ -50,7 +50,7 @@ def level_of(f: Finding) -> str:
         if frame is not None and any(m in frame.replace("\\", "/") for m in LAUNCHER_MODULES):
             return "launcher"
         return "exception" if ev.partial() else "traceback"
-    reported = ev.first.origin in ("launcher", "scheduler") or any(k in f.captures for k in NAMES_A_RANK)
+    reported = ev.first.origin in ("launcher", "scheduler") or ev.form == "reported" or any(k in f.captures for k in NAMES_A_RANK)
     if spec.exit_evidence or spec.category in SIGNAL_CATEGORIES:
         return "launcher" if reported else "exit"
     return "launcher" if ev.first.origin in ("launcher", "scheduler") else "exception"

@@ -44,7 +44,9 @@ CHAIN_MARKER = re.compile(
     r"|The above exception was the direct cause of the following exception:)\s*$"
 )
 # `pkg.mod.SomeError: message`, `KeyboardInterrupt`, `torch.OutOfMemoryError: ...`
-EXC_LINE = re.compile(r"(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:\[[^\]]*\])?(?::(?: .*)?)?$")
+# an exception line: `Name: message`, a dotted `module.name`, or a bare `Name` (classes are
+# capitalised: a bare lowercase word after the frames is the program's next output)
+EXC_LINE = re.compile(r"(?:(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*|[A-Za-z_]\w*(?=:|\[)|[A-Z]\w*)(?:\[[^\]]*\])?(?::(?: .*)?)?$")
 RECORD_START = re.compile(
     r"\[?[IWEF]\d{4} \d\d:\d\d|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d|Traceback \(most|terminate called|frame #\d+:"
 )
@@ -439,7 +441,7 @@ class Assembler:
         value = ENTRY_FIELD.match(head.text).group(2).rstrip()  # type: ignore[union-attr]
         if not value or value.startswith("<"):
             return  # <N/A>: torchrun has no traceback for it
-        who = RankRef(head.source, rank=rank) if rank is not None else head.who
+        who = RankRef(head.source, rank=rank, via="launcher") if rank is not None else head.who  # the summary names the rank
         stream = (head.source, "summary", rank, node)
 
         def at(ll: LogLine, text: str) -> LogLine:
@@ -447,7 +449,7 @@ class Assembler:
 
         first = at(head, value)
         if not TB_HEADER.match(value):
-            yield Event("line", first, [value], [head.lineno], ts=head.ts, seq=self.seq)
+            yield Event("line", first, [value], [head.lineno], ts=head.ts, seq=self.seq, form="reported")
             return
         # the worker's own traceback, indented under the field: read it like any other
         rest = [ll for ll in entry[field + 1 :] if ll.text.strip()]
