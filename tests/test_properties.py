@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import io
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from slurmdoc.api import ANSI, diagnose, iter_loglines
+from slurmdoc.ingest.damage import COMMON_WIDTHS
 from slurmdoc.ingest.sources import Input
 from slurmdoc.models import SourceInfo
 
@@ -213,6 +214,11 @@ def projection(d) -> tuple:
 @given(st.sampled_from(EXAMPLES), st.lists(noise_line, max_size=15), st.lists(quiet_line, max_size=15))
 def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factory, example, before, after):
     rule, _, text = example
+    # a line exactly a common terminal width whose next line starts mid-word is, to the
+    # paste-damage repair, a hard-wrapped line and its rest (ingest.damage): genuinely
+    # ambiguous, so noise that would read as such a rest is not noise here
+    last = text.split("\n")[-1]
+    assume(not (after and len(last) in COMMON_WIDTHS and last[-1:].isalnum() and after[0][:1].isalnum()))
     d = tmp_path_factory.mktemp("nz")
     alone, noisy = d / "alone.log", d / "noisy.log"
     alone.write_text(text + "\n")
