@@ -64,7 +64,7 @@ def test_splitting_is_lossless_and_ordered(lines):
         last[ll.stream] = ll.lineno
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=2000))
 def test_pipeline_never_raises_on_arbitrary_bytes(tmp_path_factory, data):
     p = tmp_path_factory.mktemp("fz") / "x.log"
@@ -79,7 +79,7 @@ def test_pipeline_never_raises_on_arbitrary_bytes(tmp_path_factory, data):
         assert d.status in ("failed", "no_failure")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(line_st, min_size=1, max_size=80))
 def test_pipeline_never_raises_on_log_shaped_text(tmp_path_factory, lines):
     p = tmp_path_factory.mktemp("fz") / "x.log"
@@ -210,7 +210,7 @@ def projection(d) -> tuple:
     )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(EXAMPLES), st.lists(noise_line, max_size=15), st.lists(quiet_line, max_size=15))
 def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factory, example, before, after):
     rule, _, text = example
@@ -219,6 +219,9 @@ def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factor
     # ambiguous, so noise that would read as such a rest is not noise here
     last = text.split("\n")[-1]
     assume(not (after and len(last) in COMMON_WIDTHS and last[-1:].isalnum() and after[0][:1].isalnum()))
+    # a traceback cut before its exception line is cut only when nothing follows it: a line
+    # after it may be the exception line the cut was thought to have lost
+    assume(not (after and rule.id == "traceback-cut"))
     d = tmp_path_factory.mktemp("nz")
     alone, noisy = d / "alone.log", d / "noisy.log"
     alone.write_text(text + "\n")
