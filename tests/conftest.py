@@ -3,10 +3,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from slurmdoc.engine.loader import load_rulebook
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The suite's properties run a fixed, reproducible set of examples by default, so a red run
+# is the code's doing and can be replayed; `pytest --hypothesis-profile=explore` searches
+# new examples, and what it finds becomes a test.
+settings.register_profile("default")
+settings.register_profile("explore", derandomize=False, max_examples=1000)
+settings.load_profile("default")
 
 
 @pytest.fixture(scope="session")

@@ -101,7 +101,7 @@ LONG = [
 ]
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@settings(max_examples=30, deadline=None, database=None)
 @given(st.sampled_from([80, 100, 120, 200]), st.lists(st.sampled_from(LONG + TB), min_size=3, max_size=20))
 def test_hard_wrapping_is_joined(width, lines):
     lines = LONG[:3] + lines  # several lines longer than the width: the width shows
@@ -124,6 +124,26 @@ def test_lines_of_the_same_length_that_are_records_are_not_joined():
     assert fix([*wrapped, w80, "ValueError: boom"])[-2:] == [w80, "ValueError: boom"]
 
 
+def test_one_template_of_one_length_followed_by_short_lines_is_not_a_wrap_width():
+    # the longest lines all come from one template and happen to share a length; each is
+    # followed by a short unprefixed line that could be a wrapped rest: no wrap width is
+    # learnt from one kind of line, so the line after the last of them stays its own record
+    row = "iteration {} | consumed samples {}00 | lm loss 2.{} | grad norm 0.{} | learning rate 3.0E-04"
+    lines = []
+    for i in range(5):
+        lines += [row.format(i, i, i, i), str(i)]
+    lines += [row.format(7, 7, 7, 7), "Fatal Python error: Aborted", "train.py: error: unrecognized arguments: --x"]
+    assert fix(lines) == lines
+
+
+def test_a_wrapped_rest_that_looks_like_an_srun_label_is_no_label():
+    # a line cut right before `<number>: ` leaves a rest that reads like srun's `3: ` label;
+    # labels are learnt from records, so the next wrapped line of that kind is still joined
+    line = "[rank2]: RuntimeError: [/pytorch/third_party/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:30121: Connection reset by peer."
+    lines = LONG[:3] + [line, line]
+    assert fix(wrap(lines, 100)) == lines
+
+
 def test_joined_line_keeps_the_first_number_and_any_hit():
     lines = wrap(LONG[:3], 80)
     got = list(repair((i, ln, i == 2) for i, ln in enumerate(lines, 1)))
@@ -139,7 +159,7 @@ def test_holding_is_bounded():
     assert max(len(g) for g in got) <= 80 * MAX_HOLD
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(st.lists(st.text(alphabet=st.sampled_from("ab F:[]1 |`*\x1b\r\t\"ei"), max_size=90), max_size=40))
 def test_never_raises_and_keeps_every_word(lines):
     """Whatever the input, no non-decoration character is lost or invented, and the line

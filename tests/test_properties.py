@@ -8,8 +8,8 @@ import io
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from slurmdoc.api import ANSI, diagnose, iter_loglines
-from slurmdoc.ingest.damage import COMMON_WIDTHS
+from slurmdoc.api import ANSI, DAMAGE, DAMAGE_CHARS, diagnose, iter_loglines
+from slurmdoc.ingest.damage import COMMON_WIDTHS, FRAME_ANY
 from slurmdoc.ingest.sources import Input
 from slurmdoc.models import SourceInfo
 
@@ -55,6 +55,10 @@ def test_splitting_is_lossless_and_ordered(lines):
         want = expected[n - 1]
         if want.endswith("\r"):
             want = want[:-1]
+        if want[:1] in DAMAGE_CHARS:
+            # control bytes and undecodable bytes (U+FFFD) before a record are damage, dropped
+            # from the start of each `\r` segment (api.split_line); every other byte is kept
+            want = "\r".join(DAMAGE.sub("", seg) for seg in want.split("\r"))
         # pieces split at `\r` (which is dropped) and at glued records concatenate back
         assert "".join(raws) == want.replace("\r", "")
     # within each stream, lines keep their input order
@@ -64,7 +68,7 @@ def test_splitting_is_lossless_and_ordered(lines):
         last[ll.stream] = ll.lineno
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=2000))
 def test_pipeline_never_raises_on_arbitrary_bytes(tmp_path_factory, data):
     p = tmp_path_factory.mktemp("fz") / "x.log"
@@ -79,7 +83,7 @@ def test_pipeline_never_raises_on_arbitrary_bytes(tmp_path_factory, data):
         assert d.status in ("failed", "no_failure")
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(line_st, min_size=1, max_size=80))
 def test_pipeline_never_raises_on_log_shaped_text(tmp_path_factory, lines):
     p = tmp_path_factory.mktemp("fz") / "x.log"
@@ -205,12 +209,12 @@ def projection(d) -> tuple:
     root = d.root_cause
     return (
         d.status,
-        root and (root.rule_id, root.category, root.rank, root.message, tuple(sorted(root.captures.items()))),
+        root and (root.rule_id, root.category, root.rank, tuple(sorted(root.captures.items()))),
         tuple(sorted((s.rule_id, s.ranks, s.count) for s in d.symptoms)),
     )
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(EXAMPLES), st.lists(noise_line, max_size=15), st.lists(quiet_line, max_size=15))
 def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factory, example, before, after):
     rule, _, text = example
@@ -219,9 +223,9 @@ def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factor
     # ambiguous, so noise that would read as such a rest is not noise here
     last = text.split("\n")[-1]
     assume(not (after and len(last) in COMMON_WIDTHS and last[-1:].isalnum() and after[0][:1].isalnum()))
-    # a traceback cut before its exception line is cut only when nothing follows it: a line
-    # after it may be the exception line the cut was thought to have lost
-    assume(not (after and rule.id == "traceback-cut"))
+    # an example that ends inside a traceback (its last line a frame, or the source line under
+    # one) is cut only if nothing follows: a line after it may be the exception line it lacked
+    assume(not (after and any(FRAME_ANY.match(ln) for ln in text.split("\n")[-2:])))
     d = tmp_path_factory.mktemp("nz")
     alone, noisy = d / "alone.log", d / "noisy.log"
     alone.write_text(text + "\n")
@@ -237,3 +241,7 @@ def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factor
         assert rule.id in found or (rule.spec.launcher_verdict and any(v.rank == got.root_cause.rank for v in got.launcher_verdicts))
     # a pure context rule (an attempt boundary) is evidence for others, never a finding itself
     assert projection(got) == projection(got_alone)
+    # an exception message may run on over the unindented lines after it (multi-line
+    # messages are common), so noise after it can only lengthen it, never change it
+    if got_alone.root_cause is not None:
+        assert got.root_cause.message.startswith(got_alone.root_cause.message)

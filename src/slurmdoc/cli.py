@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from contextlib import contextmanager
 from enum import Enum
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import typer
 
@@ -55,6 +56,20 @@ class Color(str, Enum):
 def _err(msg: str) -> None:
     sys.stderr.write(f"slurmdoc: {msg}\n")
     sys.stderr.flush()
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """A command's body: a library error becomes one line on stderr and its documented exit
+    code, Ctrl-C exit 130; never a traceback."""
+    try:
+        yield
+    except SlurmdocError as e:
+        _err(f"error: {e.one_line()}")
+        raise typer.Exit(e.exit_code)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        raise typer.Exit(130)
 
 
 def _version(value: bool) -> None:
@@ -123,7 +138,7 @@ def diagnose(
         except (AttributeError, ValueError):
             pass
 
-    try:
+    with _reported():
         if job is None:  # logs of several jobs are never diagnosed as one
             from slurmdoc.fleet.jobs import one_job
 
@@ -138,12 +153,6 @@ def diagnose(
             result = with_progress(lambda cb: run(paths, rule_dirs=rules, skew=skew, on_bytes=cb), total)
         else:
             result = run(paths, rule_dirs=rules, skew=skew)
-    except SlurmdocError as e:
-        _err(f"error: {e.one_line()}")
-        raise typer.Exit(e.exit_code)
-    except KeyboardInterrupt:
-        _err("interrupted")
-        raise typer.Exit(130)
     for w in result.warnings:
         _err(f"warning: {w}")
     from slurmdoc.report.emit import emit
@@ -228,15 +237,12 @@ def triage(
     from slurmdoc.report.emit import text_console
     from slurmdoc.report.triage import render_json, render_markdown, render_text
 
-    try:
+    with _reported():
         report = run(job_ids or [], sacct_file=sacct_file)
         if logs and report.jobs:
             from slurmdoc.slurm.api import triage_with_logs
 
             report = triage_with_logs(report, rule_dirs=_rule_dirs(rules))
-    except SlurmdocError as e:
-        _err(f"error: {e.one_line()}")
-        raise typer.Exit(e.exit_code)
     for m in report.not_found:
         _err(f"warning: job {m}: not in the accounting records")
     if not report.jobs:
@@ -282,21 +288,16 @@ def scan(
     parts = None
     if paths and paths[0] == "merge" and not os.path.exists("merge"):
         parts, paths = paths[1:], []
-    try:
+    with _reported():
         req = ScanRequest(paths=paths, fmt=fmt, rule_dirs=_rule_dirs(rules), jobs=jobs, shard=shard, cache=cache,
                           ledger=ledger, merge_parts=parts, suspect_min=suspect_min, top=top, since=since,
                           until=until, users=list(user), partitions=list(partition), states=list(state),
                           sacct_file=sacct_file)
-        code = run_scan(req, sys.stdout, lambda w: _err(f"warning: {w}"))
-    except SlurmdocError as e:
-        _err(f"error: {e.one_line()}")
-        raise typer.Exit(e.exit_code)
-    except KeyboardInterrupt:
-        _err("interrupted")
-        raise typer.Exit(130)
-    except BrokenPipeError:
-        _silence_stdout()
-        code = 0
+        try:
+            code = run_scan(req, sys.stdout, lambda w: _err(f"warning: {w}"))
+        except BrokenPipeError:
+            _silence_stdout()
+            code = 0
     raise typer.Exit(code)
 
 
@@ -316,11 +317,8 @@ _RULES_OPT = typer.Option([], "--rules", "-r", metavar="DIR", help="User rule di
 
 def _guard(fn):
     """Run a rules command body: library errors become one line and their exit code."""
-    try:
+    with _reported():
         return fn()
-    except SlurmdocError as e:
-        _err(f"error: {e.one_line()}")
-        raise typer.Exit(e.exit_code)
 
 
 def _out(text: str) -> None:

@@ -83,11 +83,13 @@ class Repair:
         # wrapping
         self.maxlen = MIN_WIDTH - 1  # the longest line seen (at least MIN_WIDTH - 1)
         self.pairs = 0  # pairs (line of that length, next line) that read as one wrapped line
+        self.kinds: set[str] = set()  # the kinds of line (`_kind`) those pairs began with
         self.width: Optional[int] = None  # the confirmed wrap width
         self.held: list[Line] = []  # a line of the wrap width and its continuations so far
         self.waiting: list[Line] = []  # a possible first wrap and the lines after it, awaiting the width
         self.wait_len = 0
         self.prev: Line = (0, "", False)  # the line before the current one
+        self.head = ""  # the first piece of the last record placed (never a wrapped rest)
         self.fast_below = MIN_WIDTH - 1  # shorter lines cannot start or continue a wrap
         self.rejected = -1  # a width whose lines of that length all proved to be records
         self.misses = 0  # ... and that read as two records
@@ -186,9 +188,11 @@ class Repair:
     # ---- stage 4: hard wrapping ---------------------------------------------------------
     # A width is learnt from pairs of lines: a line of the greatest length so far and the
     # line after it. A pair is a wrap when the second line cannot stand on its own (no
-    # prefix, no timestamp, no traceback line, not the next record of the same kind). Two
-    # such pairs, outnumbering the pairs that were two records, make the length a wrap
-    # width; one is enough at a common terminal width when the cut falls inside a word.
+    # prefix, no timestamp, no traceback line, not the next record of the same kind). Such
+    # pairs beginning with lines of WIDTH_CONFIRM different kinds, outnumbering the pairs
+    # that were two records, make the length a wrap width (a template that prints lines of
+    # one length, each followed by a short line, is no wrap); one pair is enough at a common
+    # terminal width when the cut falls inside a word.
     # Many record pairs and no wraps make the length a program's fixed-format line instead,
     # and lines of that length take the fast path again.
     def _wrap(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
@@ -226,8 +230,11 @@ class Repair:
         self.labels = _label_end(line) or _label_end(before)
         if self._continues(line, line, nxt):
             self.pairs += 1
+            self.kinds.add(_kind(line))
             common = len(line) in COMMON_WIDTHS and _inside_word(line, nxt)
-            if (self.pairs >= WIDTH_CONFIRM and self.pairs > self.misses) or (common and self.pairs >= self.misses):
+            # a wrap cuts whatever line reaches the width; lines of one kind (one template)
+            # that share a length are that template's length, however often they recur
+            if (len(self.kinds) >= WIDTH_CONFIRM and self.pairs > self.misses) or (common and self.pairs >= self.misses):
                 self.width = len(line)
         else:
             self._missed(len(line))
@@ -253,6 +260,7 @@ class Repair:
             self.maxlen = size
             self.fast_below = size
             self.pairs = self.misses = 0
+            self.kinds.clear()
 
     def _place(self, ln: Line) -> Iterator[Line]:
         """Join `ln` to the held wrapped line before it, or hold it if it may be wrapped."""
@@ -273,11 +281,15 @@ class Repair:
             yield self._join(self.held)
             self.held = []
         if self.width is not None and len(raw) == self.width:
-            self.labels = _label_end(raw) or _label_end(self.prev[1])
+            # a label is learnt from records: a wrapped rest (`30121: Connection reset`)
+            # can look like one
+            self.labels = _label_end(raw) or _label_end(self.head)
             self.prev = ln
+            self.head = raw
             self.held = [ln]
             return
         self.prev = ln
+        self.head = raw
         yield ln
 
     def _continues(self, first: str, prev: str, nxt: str) -> bool:

@@ -9,7 +9,6 @@ progress table folds ranks that stopped at the same step and time into rank rang
 
 from __future__ import annotations
 
-from datetime import datetime
 from html import escape
 from typing import Iterable, Optional
 
@@ -42,15 +41,6 @@ svg .row rect.band{fill:#f7f7f7}svg .row.straggler rect.band{fill:#fff0c2}svg .r
 .m-root{fill:#c62828}.m-cause{fill:#ef6c00}.m-symptom{fill:#1565c0}.m-progress{fill:#2e7d32}.m-end{fill:#777}
 .legend span{margin-right:14px;white-space:nowrap}.legend svg{vertical-align:middle}
 """
-
-
-def _t(ts: Optional[str]) -> Optional[datetime]:
-    if not ts:
-        return None
-    try:
-        return datetime.fromisoformat(ts).replace(tzinfo=None)
-    except ValueError:
-        return None
 
 
 def _loc(x: Optional[str]) -> str:
