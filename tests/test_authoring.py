@@ -238,3 +238,40 @@ def test_pack_keyword_cap_is_a_lint_error(tmp_path):
         (d / f"r{f}.yaml").write_text(hostile(kw=kws))
     report = lint(load_layers([str(d)]))
     assert any(p.level == "error" and p.field == "keywords" and f"more than {MAX_PACK_KEYWORDS} keywords" in p.message for p in report.problems)
+
+
+LINT_RULE = """\
+title: Exit
+category: unknown
+role: cause
+keywords: ["exited"]
+patterns: ['exited (?P<code>\\\\d+)', 'exited on (?P<name>SIG\\\\w+)']
+remediation:
+  summary: "SUMMARY"
+examples:
+  match: ["exited 3", "exited on SIGBUS"]
+  no_match: ["ok"]
+"""
+
+
+@pytest.mark.parametrize(
+    "summary, warned",
+    [
+        # a helper call is judged by the names it reads, not as a group named 'signal(code)'
+        ("ended by {signal(code)}", "{signal(code)} prints '?' when patterns[1] matches (it has no group 'code')"),
+        ("ended by {signal(name)}", "{signal(name)} prints '?' when patterns[0] matches (it has no group 'name')"),
+        ("ended on {node}", "{node} prints '?' when the diagnosis does not know {node}"),
+        ("ended by {size(count)}", "{size(count)} prints '?' when size() cannot compute"),
+        ("ended[[ by {signal(code)}]] on {ranks}, {count} times", None),
+    ],
+)
+def test_lint_flags_each_placeholder_that_can_print_a_question_mark(tmp_path, summary, warned):
+    d = tmp_path / "pack"
+    d.mkdir()
+    (d / "exit.yaml").write_text(LINT_RULE.replace("SUMMARY", summary))
+    rule = load_file(d / "exit.yaml", "user")
+    got = [p.message for p in lint_rule(rule, Rulebook([rule])) if p.field == "remediation.summary"]
+    if warned is None:
+        assert got == []
+    else:
+        assert len(got) == 1 and got[0].startswith(warned), got

@@ -14,3 +14,92 @@ def test_context_that_explains_a_timeout_joins_its_evidence_and_remediation(writ
     assert any("TCP sockets" in f for f in rc.remediation_parts.fix)
     # without a timeout or NCCL error, the same line is no failure at all
     assert diagnose([write("k.log", lines[0])]).status == "no_failure"
+
+
+# ---- advice from facts: conditional fix lines (engine.schema.FixWhen, explain.facts_of)
+
+FACT_RULE = """\
+title: Bad batch
+category: python_exception
+role: cause
+priority: 60
+keywords: ["BadBatch"]
+patterns: ['BadBatch: (?P<what>\\w+)?']
+remediation:
+  summary: "{ranks} hit a bad batch"
+  fix:
+    - "always"
+    - {if: [rank_zero, one_rank], text: "zero alone"}
+    - {if: [rank_nonzero, one_rank], text: "rank {rank} alone"}
+    - {if: all_ranks, text: "every rank"}
+    - {unless: [one_rank, all_ranks], text: "generic"}
+    - {if: what, text: "what {what}"}
+    - {if: phase_backward, text: "in the {phase}"}
+    - {unless: phase, text: "phase unknown"}
+    - {if: [peak_rss, rss_at_limit], text: "peak {peak_rss} at the limit of job {job}"}
+examples:
+  match: ["BadBatch: x"]
+  no_match: ["GoodBatch"]
+"""
+
+BACKWARD = [
+    "Traceback (most recent call last):",
+    '  File "/w/train.py", line 9, in <module>',
+    "    backward_step(loss)",
+    '  File "/w/schedules.py", line 368, in backward_step',
+    "    torch.autograd.backward(loss)",
+    '  File "/opt/venv/lib/python3.11/site-packages/torch/autograd/graph.py", line 825, in _engine_run_backward',
+    "    return run_backward()",
+]
+
+
+def _fixes(write, lines, name="j.log", **kw):
+    d = write("rules/bad-batch.yaml", FACT_RULE)
+    from pathlib import Path
+
+    rc = diagnose([write(name, "\n".join(lines) + "\n")], rule_dirs=[str(Path(d).parent)], **kw).root_cause
+    assert rc is not None and rc.rule_id == "bad-batch"
+    return list(rc.remediation_parts.fix)
+
+
+def _ranks_log(failing, total=4, text="BadBatch: y"):
+    out = [f"[rank{r}]: step 1 loss 2.0" for r in range(total)]
+    return out + [f"[rank{r}]: {text}" for r in failing]
+
+
+def test_a_conditional_line_shows_only_when_its_facts_hold(write):
+    assert _fixes(write, _ranks_log([2])) == ["always", "rank 2 alone", "what y", "phase unknown"]
+    assert _fixes(write, _ranks_log([0])) == ["always", "zero alone", "what y", "phase unknown"]
+    assert _fixes(write, _ranks_log([0, 1, 2, 3])) == ["always", "every rank", "what y", "phase unknown"]
+    # two of four: neither one rank nor all; no capture value, so `if: what` is out
+    assert _fixes(write, _ranks_log([1, 3], text="BadBatch: ")) == ["always", "generic", "phase unknown"]
+
+
+def test_the_phase_is_read_from_the_traceback_frames(write):
+    lines = [f"[rank1]: {x}" for x in BACKWARD + ["BadBatch: z"]] + ["[rank0]: step 1 loss 2.0"]
+    fixes = _fixes(write, lines)
+    assert "in the backward pass" in fixes and "phase unknown" not in fixes
+
+
+def test_facts_from_the_job_accounting_fill_and_select_lines(write):
+    from slurmdoc.slurm.models import JobTriage
+    from slurmdoc.slurm.triage import job_facts
+
+    acct = JobTriage(job_id="65", name="t", status="failed", state="FAILED", state_meaning="", exit_code="9:0", exit_meaning="",
+                     derived_exit_code=None, derived_meaning="", category="killed", summary="", max_rss_bytes=500 << 20,
+                     req_mem_per_node_bytes=512 << 20)
+    fixes = _fixes(write, _ranks_log([2]), facts=job_facts("65", acct))
+    assert "peak 500 MiB at the limit of job 65" in fixes
+    low = acct.model_copy(update={"max_rss_bytes": 100 << 20})
+    assert not any(f.startswith("peak") for f in _fixes(write, _ranks_log([2]), name="k.log", facts=job_facts("65", low)))
+
+
+def test_bundled_advice_answers_with_facts_instead_of_generic_sentences(write):
+    # the fallback on rank 2 alone speaks of rank 2, not of rank 0
+    lines = [f"[rank{r}]: step 1 loss 2.0" for r in range(4)] + ["[rank2]: ValueError: bad value 7"]
+    rem = diagnose([write("a.log", "\n".join(lines))]).root_cause.remediation
+    assert "Only rank 2 raised it" in rem and "rank 0" not in rem
+    # a CUDA OOM whose frames show the backward pass says so instead of asking for the phase
+    oom = [f"[rank3]: {x}" for x in BACKWARD + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]]
+    rem = diagnose([write("b.log", "\n".join(oom + ["[rank0]: step 1 loss 2.0"]))]).root_cause.remediation
+    assert "backward pass" in rem and "the phase (forward / backward" not in rem

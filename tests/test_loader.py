@@ -413,3 +413,37 @@ def test_the_bundled_pack_passes_every_load_check_a_user_pack_gets():
     for r in rules:
         for p in list(r.spec.patterns) + list(r.spec.exclude) + ([r.spec.known_ranks] if r.spec.known_ranks else []):
             assert loader_mod.repeat_weight(p) <= loader_mod.MAX_PATTERN_WEIGHT and loader_mod.group_depth(p) <= loader_mod.MAX_PATTERN_DEPTH
+
+
+CONDITIONAL = GOOD.replace(
+    'fix: ["Free space on {path}", "Check {missing_group_free_line}"]',
+    'fix:\n    - "Free space on {path}"\n    - {if: [rank_zero, one_rank], text: "Only rank 0 wrote it"}\n    - {unless: path, text: "No path"}',
+)
+
+
+def test_conditional_fix_lines_load_with_facts_and_groups(tmp_path):
+    rules = load_pack(pack(tmp_path, "disk-full.yaml", CONDITIONAL), "user")
+    fix = rules[0].spec.remediation.fix
+    assert fix[1].if_ == ["rank_zero", "one_rank"] and fix[2].unless == ["path"]
+
+
+@pytest.mark.parametrize(
+    "line, field, words",
+    [
+        ('{if: rank_is_zero, text: "x"}', "remediation.fix[1].if", ["unknown fact 'rank_is_zero'", "did you mean 'rank_zero'"]),
+        ('{unless: [one_rank, pth], text: "x"}', "remediation.fix[1].unless", ["unknown fact 'pth'"]),
+        ('{text: "x"}', "remediation.fix[1]", ["needs `if` or `unless`"]),
+        ('{iff: one_rank, text: "x"}', "remediation.fix", ["unknown field 'iff'"]),
+        ('{if: one_rank}', "remediation.fix", ["needs its text"]),
+        ('{if: one_rank, text: "Only {rnk}"}', "remediation.fix[1]", ["'{rnk}' names no capture group"]),
+    ],
+)
+def test_a_bad_conditional_fix_line_is_a_pack_error_naming_file_rule_and_field(tmp_path, line, field, words):
+    text = GOOD.replace('fix: ["Free space on {path}", "Check {missing_group_free_line}"]', f'fix:\n    - "Free space"\n    - {line}')
+    with pytest.raises(RuleError) as e:
+        load_pack(pack(tmp_path, "disk-full.yaml", text), "user")
+    msg = e.value.one_line()
+    assert e.value.exit_code == 3
+    assert "disk-full.yaml" in msg and "rule 'disk-full'" in msg and field in msg, msg
+    for w in words:
+        assert w in msg, msg

@@ -105,6 +105,7 @@ def diagnose(
     budget: Optional[Budget] = Budget(),
     stats: Optional[dict] = None,
     tail_bytes: Optional[int] = None,
+    facts: Optional[dict] = None,
 ) -> Diagnosis:
     """Read the logs at `paths` (files, directories, globs, '-'), and name the root cause.
 
@@ -113,7 +114,8 @@ def diagnose(
 
     `budget` sets how much the fast reader parses around what the prefilter finds (see
     ingest/scan.py); `budget=None` parses every line. `stats`, when given, receives the
-    reader's counts (lines, lines parsed, prefilter hits, prefilter engine).
+    reader's counts (lines, lines parsed, prefilter hits, prefilter engine). `facts`: what is
+    known of the job from outside the log, for the remediation (`job_facts` of its accounting).
     Raises InputError when nothing readable is found, RuleError for an invalid rule pack.
     """
     book = rulebook if rulebook is not None else load_rulebook(rule_dirs)
@@ -122,6 +124,8 @@ def diagnose(
     matcher = Matcher(book)
     assembler = Assembler(matcher.interesting)
     analyzer = Analyzer([i.info for i in inputs], skew=skew)
+    if facts:
+        analyzer.facts = dict(facts)
     parser = _parser(inputs)
     prefilter = None
     if budget is not None:

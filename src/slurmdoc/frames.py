@@ -86,3 +86,38 @@ def raised_at(lines: Sequence[str], upto: Optional[int] = None) -> Optional[str]
         if f.user:
             return f.where
     return None
+
+
+_FUNCTION = re.compile(r'\s*File "[^"]+", line \d+, in ([\w.<>]+)')
+# which phase of a training step a frame's function is: the names torch, Megatron,
+# DeepSpeed and Lightning give to the forward pass, the backward pass and the optimizer step.
+# A traceback's phase is that of its innermost frame that names one: Lightning runs forward
+# and backward inside the optimizer's closure, and a module's forward inside a training step.
+PHASES = (
+    ("backward", frozenset({"backward", "backward_step", "_engine_run_backward", "run_backward", "backward_pass",
+                            "manual_backward", "_run_backward", "custom_backward", "backward_step_helper"})),
+    ("optimizer", frozenset({"optimizer_step", "_single_tensor_adam", "_multi_tensor_adam", "_fused_adam",
+                             "_single_tensor_adamw", "_multi_tensor_adamw", "_fused_adamw", "_take_model_step",
+                             "_single_tensor_sgd", "_multi_tensor_sgd", "step_optimizer"})),
+    ("forward", frozenset({"forward", "forward_step", "_forward", "forward_pass", "training_step", "model_forward",
+                           "forward_step_helper", "_call_impl", "_wrapped_call_impl"})),
+)
+# `step` is the optimizer's only in an optimizer's own file (torch/optim/adam.py, megatron's
+# optimizer.py, apex's fused_adam.py); a module called `step` elsewhere says nothing
+_OPTIM_FILE = re.compile(r"(?:^|[/\\_])optim", re.IGNORECASE)
+
+
+def phase(lines: Sequence[str], upto: Optional[int] = None) -> Optional[str]:
+    """'forward', 'backward' or 'optimizer': the part of a training step the traceback's
+    innermost telling frame (before index `upto`) belongs to; None when no frame tells."""
+    for f in reversed(frames(lines, upto)):
+        m = _FUNCTION.match(lines[f.index])
+        if m is None:
+            continue
+        fn = m.group(1).rsplit(".", 1)[-1]
+        if fn == "step" and _OPTIM_FILE.search(f.path):
+            return "optimizer"
+        for name, fns in PHASES:
+            if fn in fns:
+                return name
+    return None

@@ -33,7 +33,11 @@ class Analyzer(Collector):
 
     def finish(self, lines_read: int, inputs: tuple[str, ...], warnings: list[str], activity: Optional[list[RankActivity]] = None) -> Diagnosis:
         if not self._part and self.journal is not None:
-            make_part = lambda: Analyzer(self.sources, skew=self.skew.total_seconds(), _part=True)  # noqa: E731
+            def make_part() -> Analyzer:
+                part = Analyzer(self.sources, skew=self.skew.total_seconds(), _part=True)
+                part.facts = self.facts
+                return part
+
             split = split_attempts(self, make_part, lines_read, inputs, warnings, activity)
             if split is not None:
                 return split

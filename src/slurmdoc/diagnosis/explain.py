@@ -20,6 +20,7 @@ from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.order import named_elsewhere
 from slurmdoc.diagnosis.ranks import describe, ranges, to_int
 from slurmdoc.engine.loader import Rule
+from slurmdoc.engine.schema import FACTS
 from slurmdoc.engine.template import evaluate, parse
 from slurmdoc.models import Handled, Remediation, RootCause, Symptom
 from slurmdoc.slurm.exitcodes import SIGNAL_CATEGORY
@@ -164,14 +165,6 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
     frame = root.frame() if not stragglers else None  # the reporter's frame says nothing of the straggler
     if frame:
         caps.setdefault("frame", frame)
-    rem = remediation(
-        lay.total, rule, caps, rank=rank, ranks=ranks, node=node, source=c.src(root), message=root.message(), count=len(group),
-        stragglers=ranges(stragglers) if stragglers else None, reporters=ranges(reporters) if reporters else None,
-        progress=stall.values.get("progress") if stall else None, last_line=stall.values.get("last_line") if stall else None,
-    )
-    for f in explained:
-        extra = remediation(lay.total, f.rule, dict(f.captures), rank=rank, ranks=ranks, node=node, source=c.src(f), message=f.message(), count=1)
-        rem = rem.model_copy(update={"fix": rem.fix + (extra.summary,) + extra.fix})
     processes = len(group)
     every = False
     if not ranks and processes > 1 and processes == total:
@@ -183,6 +176,17 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         failed = sorted({r for f in c.exits if nonzero(f) for r in lay.ranks(f.refs)})
         if len(failed) == processes:
             ranks, every = failed, True
+    everyone = (total > 1 and len(ranks) == total) or (every and len(ranks) > 1)
+    phase = root.phase() if not stragglers else None
+    facts = facts_of(rank, ranks, total, everyone, phase, c.facts)
+    rem = remediation(
+        lay.total, rule, caps, facts=facts, rank=rank, ranks=ranks, node=node, source=c.src(root), message=root.message(), count=len(group),
+        stragglers=ranges(stragglers) if stragglers else None, reporters=ranges(reporters) if reporters else None,
+        progress=stall.values.get("progress") if stall else None, last_line=stall.values.get("last_line") if stall else None,
+    )
+    for f in explained:
+        extra = remediation(lay.total, f.rule, dict(f.captures), facts=facts, rank=rank, ranks=ranks, node=node, source=c.src(f), message=f.message(), count=1)
+        rem = rem.model_copy(update={"fix": rem.fix + (extra.summary,) + extra.fix})
     ev = root.event
     tb = tuple(ev.lines)
     model = RootCause(
@@ -199,7 +203,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         rank_source=rank_source if rank is not None else None,
         title=rule.spec.title,
         ranks=tuple(ranks),
-        all_ranks=(total > 1 and len(ranks) == total) or (every and len(ranks) > 1),
+        all_ranks=everyone,
         remediation_parts=rem,
         captures={k: v for k, v in sorted(caps.items())},
         evidence_lines=tuple(evidence),
@@ -215,10 +219,35 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
     return model, key
 
 
-def remediation(total: int, rule: Rule, caps: dict[str, str], **builtins) -> Remediation:
+PHASE_WORDS = {"forward": "forward pass", "backward": "backward pass", "optimizer": "optimizer step"}
+
+
+def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, phase: Optional[str], outside: dict) -> dict[str, object]:
+    """The facts a conditional fix line may test (engine.schema.FACTS) and the built-in
+    values they bring: the root's rank, how many ranks failed, the phase its traceback
+    shows, and what the job's accounting says (`outside`, slurm.triage.job_facts)."""
+    out: dict[str, object] = {k: v for k, v in outside.items() if v is not None}
+    out["rank_zero"] = rank == 0
+    out["rank_nonzero"] = rank is not None and rank != 0
+    out["all_ranks"] = everyone
+    out["one_rank"] = len(ranks) == 1 and total > 1 and not everyone
+    if phase:
+        out["phase"] = PHASE_WORDS.get(phase, phase)
+        out[f"phase_{phase}"] = True
+    return out
+
+
+def remediation(total: int, rule: Rule, caps: dict[str, str], facts: Optional[dict] = None, **builtins) -> Remediation:
+    facts = facts or {}
     values = {k: v for k, v in builtins.items() if v is not None and v != []}
     values["ranks"] = describe(values["ranks"], total) if "ranks" in values else "a process (rank unknown)"
+    values.update({k: v for k, v in facts.items() if k not in FACTS and v is not None})
     values.update({k: v for k, v in caps.items() if v is not None})
+
+    def holds(name: str) -> bool:
+        if name in FACTS:
+            return bool(facts.get(name))
+        return fill_field(name, values) is not None
 
     def fill(text: str, drop_if_missing: bool) -> Optional[str]:
         out = []
@@ -248,7 +277,14 @@ def remediation(total: int, rule: Rule, caps: dict[str, str], **builtins) -> Rem
         text = OPTIONAL.sub(lambda m: fill(m.group(1), True) is not None and m.group(1) or "", text)
         return fill(text, True)
 
-    fixes = [t for t in (fill_fix(x) for x in spec.fix) if t]
+    def shown(x) -> Optional[str]:
+        if isinstance(x, str):
+            return x
+        if all(holds(n) for n in x.if_) and not any(holds(n) for n in x.unless):
+            return x.text
+        return None
+
+    fixes = [t for t in (fill_fix(x) for x in (shown(x) for x in spec.fix) if x is not None) if t]
     summary = spec.straggler if (spec.straggler and "stragglers" in values) else spec.summary
     return Remediation(summary=fill_text(summary), why=fill_text(spec.why) if spec.why else None, fix=tuple(fixes))
 

@@ -68,6 +68,11 @@ class Finding:
         ev = self.event
         return frames.raised_in(ev.lines, self._index()) if ev.kind == "traceback" else None
 
+    def phase(self) -> Optional[str]:
+        """'forward', 'backward' or 'optimizer', when the traceback's frames show it."""
+        ev = self.event
+        return frames.phase(ev.lines, self._index()) if ev.kind == "traceback" else None
+
     def user_frame(self) -> Optional[str]:
         """file:line of the innermost frame in the user's code before the reported exception
         line (outside the Python installation and site-packages); in a chain whose first
@@ -131,6 +136,8 @@ class Collector:
         self.pid_findings: list[tuple[str, int, str]] = []  # (rule id, source, pid) of findings naming only a pid
         self.error_lines: list[Finding] = []  # the generic lexicon's error-like lines (bottom rung), capped
         self.clean_ends: list[Finding] = []  # lines showing a printer, or the job, ended cleanly, capped
+        # facts from outside the log (the job's accounting: job id, peak RSS), for remediation
+        self.facts: dict[str, object] = {}
 
     # ---- streaming -------------------------------------------------------------
     def note_stream(self, stream: tuple, who: RankRef) -> None:

@@ -17,7 +17,10 @@ from typing import Callable, Iterable, Iterator, Literal, Optional
 from slurmdoc.diagnosis.analyze import Analyzer
 from slurmdoc.engine.loader import Rule, Rulebook, bundled_rules_dir, check_keywords, load_file, load_rulebook, rule_files
 from slurmdoc.engine.matcher import Matcher
-from slurmdoc.engine.schema import BUILTIN_PLACEHOLDERS
+from slurmdoc.engine.schema import ALWAYS_FILLED, BUILTIN_PLACEHOLDERS
+from slurmdoc.engine.template import Call
+from slurmdoc.engine.template import names as template_names
+from slurmdoc.engine.template import parse as parse_template
 from slurmdoc.engine.selftest import ExampleResult, check_rule, classify_text
 from slurmdoc.errors import InputError, RuleError
 from slurmdoc.ingest.assemble import Assembler
@@ -194,7 +197,11 @@ def show_rule(book: Rulebook, rule_id: str) -> str:
     if s.remediation.why:
         out.append(f"  why       {s.remediation.why}")
     for step in s.remediation.fix:
-        out.append(f"  fix       - {step}")
+        if isinstance(step, str):
+            out.append(f"  fix       - {step}")
+        else:
+            cond = " and ".join([*step.if_, *(f"not {n}" for n in step.unless)])
+            out.append(f"  fix       - (when {cond}) {step.text}")
     names = sorted({n for t in _remediation_texts(rule) for n in _names(t[1])})
     if names:
         def origin(n: str) -> str:
@@ -517,7 +524,28 @@ def _remediation_texts(rule: Rule) -> list[tuple[str, str]]:
         out.append(("remediation.why", rem.why))
     if rem.straggler:
         out.append(("remediation.straggler", rem.straggler))
-    out.extend((f"remediation.fix[{i}]", t) for i, t in enumerate(rem.fix))
+    out.extend((f"remediation.fix[{i}]", t if isinstance(t, str) else t.text) for i, t in enumerate(rem.fix))
+    return out
+
+
+def _can_be_missing(rule: Rule, field_: str, straggler: bool = False) -> list[tuple[str, str]]:
+    """(name, when) for each name a placeholder reads that can have no value: a capture
+    group some pattern lacks, a built-in that is not always known; a helper call also when
+    it cannot compute (a non-numeric value)."""
+    try:
+        expr = parse_template(field_)
+    except ValueError:
+        return []  # the loader reports it
+    out = []
+    for n in sorted(template_names(expr)):
+        if n in rule.groups:
+            missing = [i for i, p in enumerate(rule.patterns) if n not in p.groupindex]
+            if missing:
+                out.append((n, f"when patterns[{missing[0]}] matches (it has no group '{n}')"))
+        elif n in BUILTIN_PLACEHOLDERS and n not in ALWAYS_FILLED and not (straggler and n == "stragglers"):
+            out.append((n, f"when the diagnosis does not know {{{n}}} (a built-in that is not always known)"))
+    if not out and isinstance(expr, Call):
+        out.append((field_, f"when {expr.fn}() cannot compute (a missing or non-numeric value)"))
     return out
 
 
@@ -555,17 +583,14 @@ def lint_rule(rule: Rule, book: Rulebook) -> list[Problem]:
             add("info", f"keywords[{i}]", f"no match example contains keyword {s.keywords[i]!r}")
         if re.search(r"\\[\[\]().dswb]|\.\*|\[\^", s.keywords[i]):
             add("warning", f"keywords[{i}]", f"{s.keywords[i]!r} looks like a regular expression; keywords are literal text")
-    # placeholders that some pattern leaves without a value print as '?'
-    if len(rule.patterns) > 1:
-        for fld, text in _remediation_texts(rule):
-            if not fld.startswith(("remediation.summary", "remediation.why", "remediation.straggler")):
-                continue  # a fix line with a missing value is left out: fine
-            for n in _names(_OPTIONAL.sub("", text)):
-                if n in BUILTIN_PLACEHOLDERS:
-                    continue
-                missing = [i for i, p in enumerate(rule.patterns) if n not in p.groupindex]
-                if missing:
-                    add("warning", fld, f"{{{n}}} prints '?' when patterns[{missing[0]}] matches (it has no group '{n}'); put it inside [[...]]")
+    # placeholders of summary/why that can be left without a value print as '?' (a fix line
+    # with a missing value is left out, and so is [[...]]: fine)
+    for fld, text in _remediation_texts(rule):
+        if not fld.startswith(("remediation.summary", "remediation.why", "remediation.straggler")):
+            continue
+        for field_ in dict.fromkeys(_names(_OPTIONAL.sub("", text))):
+            for n, why in _can_be_missing(rule, field_, straggler=fld == "remediation.straggler"):
+                add("warning", fld, f"{{{field_}}} prints '?' {why}; put it inside [[...]]")
     # links to other rules: a refine_with category no rule in the pack produces never applies
     cats = {r.category for r in book.rules}
     for c in s.refine_with:

@@ -23,7 +23,7 @@ except ImportError:  # Python 3.10
 from pydantic import ValidationError
 
 from slurmdoc.engine import safeyaml
-from slurmdoc.engine.schema import BUILTIN_PLACEHOLDERS, RuleSpec
+from slurmdoc.engine.schema import BUILTIN_PLACEHOLDERS, FACTS, FixWhen, RuleSpec
 from slurmdoc.engine.template import TemplateError
 from slurmdoc.engine.template import names as template_names
 from slurmdoc.engine.template import parse as parse_template
@@ -219,8 +219,19 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
                 groups.update(NAMED_GROUP.findall(p) if released else c.groupindex)
     allowed = groups | set(BUILTIN_PLACEHOLDERS)
     rem = spec.remediation
+    for i, item in enumerate(rem.fix):
+        if not isinstance(item, FixWhen):
+            continue
+        if not item.if_ and not item.unless:
+            raise RuleError(fname, stem, f"remediation.fix[{i}]", "a conditional fix line needs `if` or `unless` (else write it as a plain line)")
+        for key, facts in (("if", item.if_), ("unless", item.unless)):
+            for n in facts:
+                if n not in FACTS and n not in allowed:
+                    close = difflib.get_close_matches(n, sorted(set(FACTS) | allowed), n=1)
+                    hint = f"; did you mean '{close[0]}'?" if close else ""
+                    raise RuleError(fname, stem, f"remediation.fix[{i}].{key}", f"unknown fact '{n}' (facts: {', '.join(FACTS)}, or a built-in placeholder or capture group){hint}")
     for fld, text in [("remediation.summary", rem.summary), ("remediation.why", rem.why or ""), ("remediation.straggler", rem.straggler or "")] + [
-        (f"remediation.fix[{i}]", t) for i, t in enumerate(rem.fix)
+        (f"remediation.fix[{i}]", t if isinstance(t, str) else t.text) for i, t in enumerate(rem.fix)
     ]:
         try:
             names = _placeholders(text)

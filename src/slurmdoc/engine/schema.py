@@ -33,7 +33,28 @@ CATEGORIES = (
 # The evidence ladder, strongest first (see diagnosis/ladder.py and the README's contract note).
 EVIDENCE_LEVELS = ("traceback", "exception", "launcher", "exit", "error_line")
 
-BUILTIN_PLACEHOLDERS = ("rank", "ranks", "node", "source", "message", "count", "frame", "stragglers", "reporters", "progress", "last_line")
+BUILTIN_PLACEHOLDERS = (
+    "rank", "ranks", "node", "source", "message", "count", "frame", "stragglers", "reporters", "progress", "last_line",
+    # facts the diagnosis knows beyond the rule's own captures (diagnosis/explain.py, facts_of):
+    # the training phase read from the traceback's frames, the job id and its accounting
+    # (peak RSS, the memory request) when the job is known (`diagnose --job`, the epilogue)
+    "phase", "job", "peak_rss", "mem_request",
+)
+# built-ins that always have a value; any other placeholder can be missing (lint)
+ALWAYS_FILLED = ("ranks", "source", "message", "count")
+
+# yes/no facts a conditional fix line may test (`if:`/`unless:`), besides any capture group
+# or built-in placeholder (which holds when it has a value)
+FACTS = {
+    "rank_zero": "the root cause is on rank 0",
+    "rank_nonzero": "the root cause is on a known rank other than 0",
+    "one_rank": "one rank of several failed this way",
+    "all_ranks": "every rank of several failed this way",
+    "phase_forward": "the traceback shows the forward pass",
+    "phase_backward": "the traceback shows the backward pass",
+    "phase_optimizer": "the traceback shows the optimizer step",
+    "rss_at_limit": "the job's peak RSS reached 90% or more of its memory request (accounting)",
+}
 
 
 class _Strict(BaseModel):
@@ -54,10 +75,46 @@ class Examples(_Strict):
         return [e if isinstance(e, Example) else Example(text=e) for e in self.match]
 
 
+class FixWhen(_Strict):
+    """A fix line shown only when facts hold: `if` (all of them hold) and `unless` (none
+    does). A name is a fact of FACTS, a built-in placeholder or a capture group; a
+    placeholder or group holds when it has a value."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    text: str = Field(min_length=1)
+    if_: list[str] = Field(default=[], alias="if")
+    unless: list[str] = []
+
+    @field_validator("if_", "unless", mode="before")
+    @classmethod
+    def _one_is_a_list(cls, v):
+        return [v] if isinstance(v, str) else [] if v is None else v
+
+
 class RemediationSpec(_Strict):
     summary: str = Field(min_length=1)
     why: Optional[str] = None
-    fix: list[str] = []
+    fix: list[Union[str, FixWhen]] = []
+
+    @field_validator("fix", mode="before")
+    @classmethod
+    def _fix_items(cls, v):
+        # say what is wrong with a conditional line in one sentence (a union's errors would
+        # list both of its branches)
+        for i, item in enumerate(v if isinstance(v, list) else []):
+            if isinstance(item, dict):
+                extra = [str(k) for k in item if k not in ("text", "if", "unless")]
+                if extra:
+                    raise ValueError(f"fix[{i}]: unknown field '{extra[0]}' (a conditional line has text, if, unless)")
+                if not isinstance(item.get("text"), str) or not item.get("text"):
+                    raise ValueError(f"fix[{i}]: a conditional line needs its text")
+                for k in ("if", "unless"):
+                    got = item.get(k)
+                    if got is not None and not isinstance(got, str) and not (isinstance(got, list) and all(isinstance(x, str) for x in got)):
+                        raise ValueError(f"fix[{i}].{k}: a fact name or a list of them")
+            elif not isinstance(item, str):
+                raise ValueError(f"fix[{i}]: a line of text, or a mapping with text and if/unless")
+        return v
     straggler: Optional[str] = None  # summary used when missing_rank_is_root names stragglers
 
 

@@ -7,7 +7,7 @@ from typing import IO, Optional
 from slurmdoc.errors import InputError, SlurmdocError
 from slurmdoc.slurm.models import TriageReport
 from slurmdoc.slurm.sacct import read_sacct_file, run_sacct, select, with_job_defaults
-from slurmdoc.slurm.triage import triage_rows
+from slurmdoc.slurm.triage import job_facts, triage_rows
 
 _JOB_ID = __import__("re").compile(r"\d+([_+](\d+|\[[\d,\-%]+\]))?(\.\w+)?")
 
@@ -117,7 +117,8 @@ def _join(jid: str, acct, logs: Optional[list[str]], *, rulebook=None, rule_dirs
     if paths:
         try:
             kw = {"budget": None} if exact else {}
-            diag = diagnose(paths, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew, **kw)
+            facts = job_facts(acct.job_id if acct is not None else jid, acct)
+            diag = diagnose(paths, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew, facts=facts, **kw)
         except InputError as e:
             note = e.one_line()
     elif note is None:

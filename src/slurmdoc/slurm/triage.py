@@ -327,3 +327,21 @@ def _triage_attempt(rows: list[SacctRow]) -> JobTriage:
 
 def triage_rows(rows: list[SacctRow]) -> list[JobTriage]:
     return [triage_job(g) for g in group_rows(rows).values()]
+
+
+def job_facts(job_id: Optional[str], acct: Optional[JobTriage]) -> dict[str, object]:
+    """What a job's accounting says, as facts for the remediation (diagnose(facts=...)):
+    its id, the peak task RSS, the memory request, whether the peak reached the request."""
+    out: dict[str, object] = {}
+    if job_id:
+        out["job"] = job_id
+    if acct is None:
+        return out
+    rss, req = acct.max_rss_bytes, acct.req_mem_per_node_bytes
+    if rss:
+        out["peak_rss"] = human_bytes(rss)
+    if req:
+        out["mem_request"] = f"{human_bytes(req)} per node"
+    if rss and req:
+        out["rss_at_limit"] = rss >= MEM_NEAR * req
+    return out
