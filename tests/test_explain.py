@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from slurmdoc.api import diagnose
 
 
@@ -103,3 +105,42 @@ def test_bundled_advice_answers_with_facts_instead_of_generic_sentences(write):
     oom = [f"[rank3]: {x}" for x in BACKWARD + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]]
     rem = diagnose([write("b.log", "\n".join(oom + ["[rank0]: step 1 loss 2.0"]))]).root_cause.remediation
     assert "backward pass" in rem and "the phase (forward / backward" not in rem
+
+
+# ---- labels: the verdict's words for how a process ended (rule `label`, explain.named)
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("srun: error: n2: task 1: Bus error", "segfault (SIGBUS, bus error) on rank 1"),
+        ("srun: error: n2: task 1: Illegal instruction", "segfault (SIGILL, illegal instruction) on rank 1"),
+        ("srun: error: n2: task 1: Floating point exception", "segfault (SIGFPE, floating-point exception) on rank 1"),
+        ("srun: error: n2: task 1: Exited with exit code 134", "segfault (SIGABRT, abort) on rank 1"),
+        ("srun: error: n2: task 1: Exited with exit code 3", "unknown (exited with code 3, no error text in the log) on rank 1"),
+    ],
+)
+def test_a_signal_or_a_bare_exit_reads_in_its_own_words(write, line, words):
+    lines = [f"{r}: step 1 loss 2.0" for r in range(4)] + [line]
+    d = diagnose([write("j.log", "\n".join(lines))])
+    assert words in d.verdict, d.verdict
+    assert d.root_cause.label and d.root_cause.label in words
+
+
+def test_a_manual_requeue_is_not_preemption(write):
+    line = "slurmstepd: error: *** JOB 91 ON n1 CANCELLED AT 2025-03-01T10:00:00 DUE TO JOB REQUEUE ***"
+    rc = diagnose([write("j.log", "0: step 1\n" + line)]).root_cause
+    assert rc.category == "cancelled" and rc.rule_id == "requeued" and "requeue" in rc.label
+    line = line.replace("JOB REQUEUE", "PREEMPTION")
+    assert diagnose([write("k.log", "0: step 1\n" + line)]).root_cause.category == "preemption"
+
+
+def test_no_failure_says_what_it_saw(write):
+    steps = [f"step {s} loss 1.0" for s in range(5)]
+    # four ranks told apart by their srun labels
+    d = diagnose([write("a.log", "\n".join(f"{r}: {s}" for s in steps for r in range(4)))])
+    assert d.verdict == "No failure found: 4 ranks seen in 20 lines; progress reached step 4."
+    # the same run without labels: no rank can be counted, and the report says why instead of "0 ranks"
+    d = diagnose([write("b.log", "\n".join(s for s in steps for _ in range(4)))])
+    assert d.ranks_seen == 0 and "0 ranks" not in d.verdict
+    assert d.verdict.startswith("No failure found in 20 lines: no line names its rank") and "step 4" in d.verdict

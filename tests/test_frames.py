@@ -110,3 +110,26 @@ def test_the_user_frame_is_named_over_the_library_frame_that_raised():
     rc = diagnose([str(FIXTURES / "documented" / "cuda_oom_allocator")]).root_cause
     assert rc.raised_at.endswith("megatron/core/pipeline_parallel/schedules.py:368")
     assert rc.raised_in.endswith("site-packages/torch/autograd/graph.py:825")
+
+
+def _tb(*frames_):
+    out = ["Traceback (most recent call last):"]
+    for path, fn in frames_:
+        out += [f'  File "{path}", line 1, in {fn}', "    x()"]
+    return out + ["RuntimeError: boom"]
+
+
+def test_the_phase_is_the_innermost_frame_that_tells():
+    from slurmdoc.frames import phase
+
+    site = "/opt/venv/lib/python3.11/site-packages/torch"
+    # Megatron: forward_backward_func -> backward_step -> torch's engine
+    assert phase(_tb(("/w/train.py", "train_step"), ("/w/schedules.py", "forward_backward_no_pipelining"),
+                     ("/w/schedules.py", "backward_step"), (f"{site}/autograd/graph.py", "_engine_run_backward"))) == "backward"
+    # Lightning runs the forward inside the optimizer's closure: the innermost telling frame wins
+    assert phase(_tb(("/w/loop.py", "optimizer_step"), ("/w/loop.py", "closure"), ("/w/model.py", "training_step"),
+                     (f"{site}/nn/modules/module.py", "_call_impl"), ("/w/model.py", "forward"), (f"{site}/nn/functional.py", "linear"))) == "forward"
+    # an optimizer's own `step`; a `step` elsewhere says nothing
+    assert phase(_tb(("/w/train.py", "train_step"), (f"{site}/optim/adam.py", "step"))) == "optimizer"
+    assert phase(_tb(("/w/train.py", "main"), ("/w/env.py", "step"))) is None
+    assert phase(["RuntimeError: boom"]) is None

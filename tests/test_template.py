@@ -105,3 +105,22 @@ def test_signal_helpers_read_every_way_a_signal_is_printed():
     assert signal("-64") == "signal 64"  # a real-time signal the table does not name
     assert signal("1") == "SIGHUP (signal 1)" and signal("SIGNOPE") is None and signal("abc") is None
     assert signal("0") is None and signal_meaning("200") is None
+
+
+def test_signal_label_reads_a_shells_words_too_and_first_takes_the_first_value():
+    from slurmdoc.engine.template import signal_label
+
+    for forms, label in [
+        (("-7", "135", "SIGBUS", "Bus error"), "SIGBUS, bus error"),
+        (("-6", "134", "SIGABRT", "Aborted"), "SIGABRT, abort"),
+        (("-8", "SIGFPE", "Floating point exception"), "SIGFPE, floating-point exception"),
+        (("-4", "SIGILL", "Illegal instruction"), "SIGILL, illegal instruction"),
+        (("-11", "139", "Segmentation fault"), "SIGSEGV, segmentation fault"),
+    ]:
+        assert {signal_label(f) for f in forms} == {label}, forms
+    assert signal_label("-64") == "signal 64" and signal_label("no signal") is None
+    # first(): a fact captured under different groups by different patterns
+    e = parse("signal_label(first(signal, signum, exitcode))")
+    assert evaluate(e, {"signum": "7"}) == evaluate(e, {"exitcode": "-7"}) == "SIGBUS, bus error"
+    assert evaluate(e, {"signal": "Aborted", "exitcode": "-11"}) == "SIGABRT, abort"
+    assert evaluate(e, {}) is None

@@ -205,6 +205,7 @@ class RootCause(_Frozen):
     stragglers: tuple[int, ...] = ()  # ranks that never reported a collective timeout
     job_level: bool = False  # a scheduler/launcher event about the whole job, not one rank
     traceback_lines_dropped: int = 0  # frames left out of a very long traceback
+    label: Optional[str] = None  # the rule's words for this kind of end ("SIGBUS, bus error"), for the verdict
 
 
 class Symptom(_Frozen):

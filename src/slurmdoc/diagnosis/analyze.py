@@ -70,7 +70,8 @@ class Analyzer(Collector):
             symptoms=tuple(symptoms),
             ranks_seen=total,
             handled=tuple(handled_of(self, lay, live, choice.handled)),
-            verdict=verdict_line(root_cause, symptoms, total),
+            verdict=verdict_line(root_cause, symptoms, total, lines=lines_read, files=len(inputs), printers=len(activity or ()),
+                                 reached=_reached(activity)),
             inputs=inputs,
             lines_read=lines_read,
             warnings=tuple(warnings),
@@ -78,3 +79,12 @@ class Analyzer(Collector):
             progress=progress_of(self, acts),
             timeline=timeline(self, lay, root_cause, activity, rank_host),
         )
+
+
+def _reached(activity: Optional[list[RankActivity]]) -> Optional[str]:
+    """'step 4': the furthest progress any printer showed (for a run with no failure)."""
+    marks = [m for a in activity or () for m in a.progress.values()]
+    if not marks:
+        return None
+    m = max(marks, key=lambda m: (m.epoch or 0, m.step))
+    return (f"epoch {m.epoch}, " if m.epoch is not None else "") + f"{m.label} {m.step}" + (f"/{m.total}" if m.total else "")

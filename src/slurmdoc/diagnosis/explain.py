@@ -139,6 +139,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         node = rank_host.get(rank) or (root.node if len(hosts) <= 1 and (not hosts or root.node in hosts or root.rule.spec.attribution == "text") else None)
     rule = root.rule
     caps = dict(root.captures)
+    exit_code: Optional[str] = None
     level = level_of(root)
     category = rule.category
     # refine: a bare SIGKILL next to OOM-killer evidence is a host OOM, and so on
@@ -158,6 +159,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         if code is None and (m := EXIT_STATUS.search(root.message())):
             code = m.group(1)
         category = exit_category(code) or "unknown"
+        exit_code = code
     # context that explains this kind of failure (NCCL on TCP sockets behind a timeout)
     explained = [f for f in c.contexts if rule.category in f.rule.spec.explains][:3]
     for f in explained:
@@ -215,6 +217,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         stragglers=tuple(stragglers),
         job_level=rank is None and not ranks and rule.spec.attribution == "text",
         traceback_lines_dropped=ev.truncated,
+        label=label_of(rule, caps, exit_code),
     )
     return model, key
 
@@ -289,6 +292,27 @@ def remediation(total: int, rule: Rule, caps: dict[str, str], facts: Optional[di
     return Remediation(summary=fill_text(summary), why=fill_text(spec.why) if spec.why else None, fix=tuple(fixes))
 
 
+def label_of(rule: Rule, caps: dict[str, str], exitcode: Optional[str] = None) -> Optional[str]:
+    """The rule's label, the first alternative whose placeholders all have values; for an
+    exit status alone (a rule without a label), the signal it shows."""
+    values = {k: v for k, v in caps.items() if v is not None}
+    for text in rule.spec.label:
+        out = []
+        for lit, name, _, _ in string.Formatter().parse(text):
+            out.append(lit)
+            if name is None:
+                continue
+            got = fill_field(name, values)
+            if got is None:
+                break
+            out.append(got)
+        else:
+            return "".join(out).strip() or None
+    if exitcode is not None:
+        return fill_field("signal_label(x)", {"x": exitcode}) if exit_category(exitcode) else None
+    return None
+
+
 def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, root_ranks: set[int], handled: list[Finding] = ()) -> list[Symptom]:
     out: list[Symptom] = []
     # other causes that are not the root: they happened, but after it
@@ -337,9 +361,24 @@ def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, ro
 
 
 
-def verdict_line(root: Optional[RootCause], symptoms: list[Symptom], total: int) -> str:
+def named(root: RootCause) -> str:
+    """The category id, with the rule's words when it has some: `segfault (SIGABRT, abort)`."""
+    return f"{root.category} ({root.label})" if root.label else root.category
+
+
+def no_failure_line(total: int, lines: int = 0, files: int = 0, printers: int = 0, reached: Optional[str] = None) -> str:
+    """What a run with no failure showed: its ranks when lines told them apart; else what
+    was read, and why no rank is counted (a count of 0 would claim no rank ran)."""
+    where = f"{lines} line{'s' if lines != 1 else ''}" + (f" from {files} files" if files > 1 else "")
+    progress = f"; progress reached {reached}" if reached else ""
+    if total > 0 or (lines == 0 and printers == 0):
+        return f"No failure found: {total} rank{'s' if total != 1 else ''} seen in {where}{progress}."
+    return f"No failure found in {where}: no line names its rank (no rank prefixes, no per-rank file names), so ranks are not counted{progress}."
+
+
+def verdict_line(root: Optional[RootCause], symptoms: list[Symptom], total: int, **seen) -> str:
     if root is None:
-        return f"No failure found ({total} ranks seen)."
+        return no_failure_line(total, **seen)
     if root.stragglers:
         who = f"{describe(root.stragglers)} (straggler)"
     elif len(root.ranks) > 1:
@@ -353,7 +392,7 @@ def verdict_line(root: Optional[RootCause], symptoms: list[Symptom], total: int)
     else:
         who = "an unknown rank"
     where = (f" ({root.node})" if root.job_level else f" on {root.node}") if root.node else ""
-    head = f"{root.category} on {who}{where} at {root.source}"
+    head = f"{named(root)} on {who}{where} at {root.source}"
     if root.promoted:
         head = f"No root-cause error found; earliest failure evidence: {head}"
     sym = [s for s in symptoms if s.role != "context"]

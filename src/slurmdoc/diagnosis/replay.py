@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Optional
 
 from slurmdoc.diagnosis.attempts import attempt_of, boundaries, history, who
+from slurmdoc.diagnosis.explain import named
 from slurmdoc.diagnosis.findings import Collector
 from slurmdoc.models import Attempt, Diagnosis, Event, RankActivity
 
@@ -61,7 +62,7 @@ def split_attempts(c: Collector, make_part: Callable[[], "Analyzer"], lines_read
     for k, d in enumerate(diags):
         rc = d.root_cause
         w = "" if rc is None or (rc.job_level and rc.rank is None) else who(rc.rank, rc.ranks, d.ranks_seen, rc.all_ranks)
-        items.append((rc.category if rc is not None else None, w))
+        items.append((named(rc) if rc is not None else None, w))
         attempts.append(
             Attempt(
                 index=k,

@@ -232,7 +232,7 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
                     raise RuleError(fname, stem, f"remediation.fix[{i}].{key}", f"unknown fact '{n}' (facts: {', '.join(FACTS)}, or a built-in placeholder or capture group){hint}")
     for fld, text in [("remediation.summary", rem.summary), ("remediation.why", rem.why or ""), ("remediation.straggler", rem.straggler or "")] + [
         (f"remediation.fix[{i}]", t if isinstance(t, str) else t.text) for i, t in enumerate(rem.fix)
-    ]:
+    ] + [(f"label[{i}]", t) for i, t in enumerate(spec.label)]:
         try:
             names = _placeholders(text)
         except ValueError as e:

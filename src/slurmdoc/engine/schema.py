@@ -147,11 +147,14 @@ class RuleSpec(_Strict):
     rank_source: Literal["launcher", "message"] = "launcher"
     clean_end: bool = False  # the line shows its printer (or the job) ended cleanly
 
-    @field_validator("exclude", "refine_with", "keywords", "patterns", mode="before")
+    @field_validator("exclude", "refine_with", "keywords", "patterns", "label", mode="before")
     @classmethod
     def _null_is_empty(cls, v):
-        return [] if v is None else v  # `exclude:` with nothing after it
+        return [] if v is None else [v] if isinstance(v, str) else v  # `exclude:` with nothing after it; one text
     remediation: RemediationSpec
+    # words the verdict adds after the category id ("segfault (SIGBUS, bus error)"); a list:
+    # the first whose placeholders all have values
+    label: list[str] = []
     examples: Examples
     description: Optional[str] = None
 

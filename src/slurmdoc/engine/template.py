@@ -114,14 +114,23 @@ def size(n) -> Optional[str]:
     return None
 
 
+# how a shell, srun and Python's faulthandler name the signal that ended a process
+SHELL_WORDS = {
+    "segmentation fault": 11, "bus error": 7, "illegal instruction": 4, "floating point exception": 8,
+    "aborted": 6, "abort": 6, "killed": 9, "terminated": 15, "hangup": 1, "interrupt": 2,
+}
+
+
 def _signum(v) -> Optional[int]:
     """A signal number from how launchers print one: `-9` (a Python exit code), `137`
-    (a shell's 128+N), `9`, or a name, `SIGKILL`."""
+    (a shell's 128+N), `9`, a name, `SIGKILL`, or a shell's words, `Bus error`."""
     if isinstance(v, str) and v.strip().upper().startswith("SIG"):
         from slurmdoc.slurm.exitcodes import SIGNALS
 
         name = v.strip().upper()
         return next((n for n, (nm, _) in SIGNALS.items() if nm == name), None)
+    if isinstance(v, str) and v.strip().lower() in SHELL_WORDS:
+        return SHELL_WORDS[v.strip().lower()]
     n = _num(v)
     if n is None:
         return None
@@ -143,6 +152,22 @@ def signal(v) -> Optional[str]:
     return f"{name} (signal {n})" if name and name.startswith("SIG") else f"signal {n}"
 
 
+def signal_label(v) -> Optional[str]:
+    """'SIGBUS, bus error': a signal's name and its short words, for a verdict line."""
+    from slurmdoc.slurm.exitcodes import SIGNAL_WORDS, SIGNALS
+
+    n = _signum(v)
+    if n is None:
+        return None
+    name = SIGNALS.get(n, (f"signal {n}", ""))[0]
+    return f"{name}, {SIGNAL_WORDS[n]}" if n in SIGNAL_WORDS else name
+
+
+def first(*xs):
+    """The first of its arguments that has a value (missing ones are skipped)."""
+    return xs[0] if xs else None
+
+
 def signal_meaning(v) -> Optional[str]:
     """What a signal usually means, from the same forms as signal()."""
     from slurmdoc.slurm.exitcodes import SIGNALS
@@ -161,9 +186,11 @@ HELPERS: dict[str, tuple[Callable, int, Optional[int]]] = {
     "size": (size, 1, 1),
     "signal": (signal, 1, 1),
     "signal_meaning": (signal_meaning, 1, 1),
+    "signal_label": (signal_label, 1, 1),
+    "first": (first, 1, None),
 }
 
-MISSING_IS_ONE = {"product"}  # helpers whose missing arguments are left out
+MISSING_IS_ONE = {"product", "first"}  # helpers whose missing arguments are left out
 
 _TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<name>[A-Za-z_]\w*)|(?P<sym>[(),]))")
 

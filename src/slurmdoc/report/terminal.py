@@ -61,7 +61,7 @@ def render(d: Diagnosis, console: Console, width: Optional[int] = -1, full: bool
     out = _Out(console, w, locations(d))
     rc = d.root_cause
     if rc is None:
-        out.para(f"No failure found: {d.ranks_seen} ranks seen in {d.lines_read} lines.", "bold green", indent="")
+        out.para(d.verdict, "bold green", indent="")
     else:
         out.para("VERDICT  " + d.verdict, "bold", indent="", hang="  ")
         if picture:

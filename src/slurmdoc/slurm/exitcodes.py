@@ -38,6 +38,14 @@ SIGNALS: dict[int, tuple[str, str]] = {
                       "could not be opened (missing directory, permissions)"),
 }
 
+# A signal's short words, for a verdict line ("segfault (SIGBUS, bus error) on rank 3")
+SIGNAL_WORDS: dict[int, str] = {
+    1: "hang-up", 2: "interrupt", 3: "quit", 4: "illegal instruction", 6: "abort", 7: "bus error",
+    8: "floating-point exception", 9: "killed", 10: "user signal 1", 11: "segmentation fault",
+    12: "user signal 2", 13: "broken pipe", 14: "alarm clock", 15: "terminated", 24: "CPU time limit",
+    25: "file size limit",
+}
+
 # A job or batch row shows a task killed by one of these as `N:0` (the step row: `0:N`).
 SRUN_SIGNALS = frozenset({6, 7, 9, 11, 15})
 
