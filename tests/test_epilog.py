@@ -66,6 +66,26 @@ def test_sbatch_line_form(job_dir):
     assert p.stdout.startswith(f"slurmdoc: job {JOB}:") and "report:" in p.stdout
 
 
+def test_html_report_is_written_next_to_the_text_report(job_dir):
+    ledger = job_dir / "ledger.jsonl"
+    p, _ = run(["--job-id", JOB, "--exit-code", "15", "--log", str(job_dir / "slurm-%j.out"), "--html",
+                "--ledger", str(ledger), "--no-sacct"])
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    page = (job_dir / f"slurm-{JOB}.slurmdoc.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    # the joined verdict and the log's root cause, and nothing fetched from the network
+    assert 'id="job"' in page and "import_error" in page and "ModuleNotFoundError" in page
+    assert "<script" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert "https://" not in page
+    # the text report is still the one the ledger and the summary line name
+    line = json.loads(ledger.read_text())
+    assert line["report"].endswith(".slurmdoc.txt") and p.stdout.rstrip().endswith(".slurmdoc.txt)")
+    # without --html, no page
+    os.unlink(job_dir / f"slurm-{JOB}.slurmdoc.html")
+    p, _ = run(["--job-id", JOB, "--exit-code", "15", "--log", str(job_dir / "slurm-%j.out"), "--no-sacct"])
+    assert p.returncode == 0 and not (job_dir / f"slurm-{JOB}.slurmdoc.html").exists()
+
+
 def test_slurm_epilog_environment(job_dir):
     env = {"SLURM_JOB_ID": JOB, "SLURM_JOB_EXIT_CODE2": "15:0", "SLURM_JOB_EXIT_CODE": "3840",
            "SLURM_JOB_STDOUT": str(job_dir / "slurm-%j.out"), "SLURM_JOB_WORK_DIR": str(job_dir),

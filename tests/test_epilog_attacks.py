@@ -260,6 +260,42 @@ def test_planted_file_at_every_report_path_is_not_followed(arena, kind):
     assert not [f for f in os.listdir(arena / "job") if f.endswith(".tmp")]
 
 
+@root_only
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_planted_file_at_the_html_report_path_is_not_followed(arena, kind):
+    """--html writes a third file the same way: as the job's user, through a fresh temporary
+    name renamed over whatever was planted at <log>.slurmdoc.html."""
+    victim = arena / "victim"
+    before = (victim.read_bytes(), os.stat(victim).st_mode, os.stat(victim).st_uid)
+    target = arena / "job" / f"slurm-{JOB}.slurmdoc.html"
+    as_user(NOBODY, NOBODY, lambda: os.symlink(victim, target) if kind == "symlink" else os.mkfifo(target))
+    p, took = epilog(arena, args=("--html",))
+    ok_exit(p)
+    assert took < 30
+    assert (victim.read_bytes(), os.stat(victim).st_mode, os.stat(victim).st_uid) == before
+    st = os.lstat(target)
+    assert stat.S_ISREG(st.st_mode) and (st.st_uid, st.st_gid) == (NOBODY, NOBODY)
+    assert stat.S_IMODE(st.st_mode) == stat.S_IMODE(os.stat(arena / "job" / f"slurm-{JOB}.out").st_mode)
+    assert b"import_error" in target.read_bytes()
+    assert not [f for f in os.listdir(arena / "job") if f.endswith(".tmp")]
+
+
+@root_only
+def test_oversize_html_report_is_not_written(arena, monkeypatch):
+    """The page is bounded: one that would pass the cap is left out (never cut into broken
+    markup), said in one problem line; the text and JSON reports are still written."""
+    monkeypatch.setattr(ep, "HTML_MAX", 2000)  # the root side sends its cap to the worker
+    env = {"SLURM_JOB_ID": JOB, "SLURM_JOB_UID": str(NOBODY), "SLURM_JOB_GID": str(NOBODY),
+           "SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURM_JOB_EXIT_CODE2": "1:0",
+           "SLURM_JOB_STDOUT": str(arena / "job" / "slurm-%j.out"), "SLURM_JOB_WORK_DIR": str(arena / "job")}
+    res = ep.run_epilog(ep.EpilogOptions(html=True, sacct=False, budget=60), env)
+    assert any("HTML report would be" in p and "over the cap of 2000" in p for p in res.problems), res.problems
+    assert not (arena / "job" / f"slurm-{JOB}.slurmdoc.html").exists()
+    for suffix in ("json", "txt"):
+        assert os.lstat(arena / "job" / f"slurm-{JOB}.slurmdoc.{suffix}").st_uid == NOBODY
+    assert not [f for f in os.listdir(arena / "job") if f.endswith(".tmp")]
+
+
 @pytest.mark.parametrize("kind", ["symlink", "hardlink", "fifo"])
 def test_planted_file_at_the_ledger_is_refused(arena, kind):
     """The ledger sits in the admin's directory; still, what is found at its path is not followed."""

@@ -424,6 +424,7 @@ def epilog(
     comment: Optional[CommentTo] = typer.Option(None, "--comment", metavar="comment|admin", help="Record the verdict of a failed job in its Comment or AdminComment (scontrol update)."),
     budget: float = typer.Option(30.0, "--budget", min=1.0, max=3600.0, metavar="SECONDS", help="Finish within this many seconds (a huge log is then diagnosed in part)."),
     always: bool = typer.Option(False, "--always", help="Also write a report when the job had no failure."),
+    html: bool = typer.Option(False, "--html", help="Also write the HTML report (slurm-JOBID.slurmdoc.html: one self-contained page with the timeline) next to the text report."),
     all_nodes: bool = typer.Option(False, "--all-nodes", help="In a node Epilog, act on every node of the job, not only its batch host."),
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="Extra rule directory (repeatable)."),
     no_sacct: bool = typer.Option(False, "--no-sacct", help="Do not ask sacct (accounting from the exit code and scontrol only)."),
@@ -441,7 +442,7 @@ def epilog(
     from slurmdoc.slurm.epilog import EpilogOptions, run_epilog
 
     opts = EpilogOptions(job_id=job_id, exit_code=exit_code, logs=list(log), out_dir=out_dir, ledger=ledger,
-                         webhook=webhook, comment=comment.value if comment else None, budget=budget, always=always,
+                         webhook=webhook, comment=comment.value if comment else None, budget=budget, always=always, html=html,
                          all_nodes=all_nodes, rule_dirs=list(rules), sacct=not no_sacct)
     res = run_epilog(opts)
     guard.cancel()

@@ -137,6 +137,12 @@ def render(d: Diagnosis, full: bool = False) -> str:
              f"<title>slurmdoc: {e(d.verdict[:120])}</title><style>{CSS}</style></head><body>",
              "<h1>slurmdoc diagnosis</h1>",
              f'<div class="verdict{" ok" if rc is None else ""}" id="verdict">{e(d.verdict)}</div>']
+    if d.job is not None:
+        from slurmdoc.report.job import lines as job_lines
+
+        v = d.job
+        parts += [f'<section id="job"><h2>Job {e(v.job_id)}: {e(v.verdict)}' + (f' <span class="cat">[{e(v.category)}]</span>' if v.category else "") + "</h2>",
+                  _table(["", ""], ([e(k), e(t)] for k, t in job_lines(v))), "</section>"]
     if rc is not None:
         who = describe(rc.ranks, d.ranks_seen) if len(rc.ranks) > 1 else (f"rank {rc.rank}" if rc.rank is not None else "the whole job" if rc.job_level else "unknown rank")
         raised_at, raised_in = rc.raised_at, rc.raised_in or rc.frame

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from typing import Mapping, Optional
 
 TAIL_BYTES = 1 << 20  # what a partial diagnosis reads of a log that did not fit the budget
+HTML_MAX = 8 << 20  # the largest HTML report the epilogue writes (it aggregates ranks, so a real one is far smaller)
 COMMENT_MAX = 250
 
 
@@ -44,6 +45,7 @@ class EpilogOptions:
     comment: Optional[str] = None  # None, "comment" or "admin"
     budget: float = 30.0
     always: bool = False  # also write a report for a healthy job
+    html: bool = False  # also write the HTML report (<log>.slurmdoc.html)
     all_nodes: bool = False  # in a node Epilog, act on every node, not only the batch host
     rule_dirs: list[str] = field(default_factory=list)
     sacct: bool = True  # ask sacct for the accounting record
@@ -248,6 +250,7 @@ def prepare_user_side(req: dict) -> dict:
     import rich.console  # noqa: F401
     import rich.text  # noqa: F401
 
+    from slurmdoc.report import html as _html  # noqa: F401
     from slurmdoc.report import job as _job  # noqa: F401
     from slurmdoc.report import terminal as _terminal  # noqa: F401
 
@@ -255,7 +258,7 @@ def prepare_user_side(req: dict) -> dict:
     return out
 
 
-def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None) -> tuple[int, int]:
+def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None, facts: Optional[dict] = None) -> tuple[int, int]:
     """(pid, fd): a forked child (the loaded rules come along) diagnoses `paths` (only their last
     `tail_bytes`, when given) and sends its answer on fd."""
     import pickle
@@ -272,7 +275,7 @@ def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None) ->
             from slurmdoc.errors import SlurmdocError
 
             try:
-                msg = ("ok", diagnose(paths, rulebook=book, tail_bytes=tail_bytes).model_dump(mode="json"))
+                msg = ("ok", diagnose(paths, rulebook=book, tail_bytes=tail_bytes, facts=facts).model_dump(mode="json"))
             except SlurmdocError as e:
                 msg = ("error", e.one_line())
             except MemoryError:
@@ -336,7 +339,7 @@ def _collect(children: dict[str, tuple[int, int]], end: float, decisive: str) ->
     return done
 
 
-def _diagnose_logs(logs: list[str], book, left, tail_bytes: int):
+def _diagnose_logs(logs: list[str], book, left, tail_bytes: int, facts: Optional[dict] = None):
     """(Diagnosis | None, partial, note). The whole logs, and at the same time, when the largest
     log is larger than `tail_bytes`, its tail: the whole logs' answer if it comes in time, else
     the tail's (partial)."""
@@ -348,9 +351,9 @@ def _diagnose_logs(logs: list[str], book, left, tail_bytes: int):
             continue
         if size > best:
             best, big = size, p
-    children = {"whole": _fork_diagnosis(logs, book)}
+    children = {"whole": _fork_diagnosis(logs, book, facts=facts)}
     if best > tail_bytes:  # the tail keeps the log's name and line numbers
-        children["tail"] = _fork_diagnosis([big], book, tail_bytes)
+        children["tail"] = _fork_diagnosis([big], book, tail_bytes, facts=facts)
     got = _collect(children, time.monotonic() + max(0.1, left()), "whole")
     if "whole" in got:
         kind, body = got["whole"]
@@ -463,7 +466,10 @@ def user_side(req: dict, prepared: dict) -> dict:
         elif left() < 0.5:
             dnote = "the diagnosis ran out of time before it began (a busy machine?)"
         else:
-            diag, partial, dnote = _diagnose_logs(logs, prepared["book"], left, int(req.get("tail_bytes") or TAIL_BYTES))
+            from slurmdoc.slurm.triage import job_facts
+
+            facts = job_facts(acct.job_id if acct is not None else job_id, acct)
+            diag, partial, dnote = _diagnose_logs(logs, prepared["book"], left, int(req.get("tail_bytes") or TAIL_BYTES), facts)
         if dnote:
             note = dnote if diag is None else note
             if diag is not None and partial:
@@ -508,9 +514,16 @@ def user_side(req: dict, prepared: dict) -> dict:
             clean = Diagnosis.model_validate(_clean(diag.model_dump(mode="json")))
             jtext = clean.model_dump_json(indent=2) + "\n"
             ttext = report_text(clean, clean.job)
-            wrote = _write_reports(out_dir, [(f"{stem}.slurmdoc.json", jtext.encode("utf-8")),
-                                             (f"{stem}.slurmdoc.txt", ttext.encode("utf-8", "backslashreplace"))],
-                                   _log_mode(logs))
+            files = [(f"{stem}.slurmdoc.json", jtext.encode("utf-8"))]
+            if req.get("html"):
+                hdata = report_html(clean).encode("utf-8", "backslashreplace")
+                most = min(HTML_MAX, int(req.get("html_max") or HTML_MAX))
+                if len(hdata) <= most:
+                    files.append((f"{stem}.slurmdoc.html", hdata))
+                else:
+                    problems.append(f"the HTML report would be {len(hdata)} bytes, over the cap of {most}: not written")
+            files.append((f"{stem}.slurmdoc.txt", ttext.encode("utf-8", "backslashreplace")))  # last: the ledger's `report`
+            wrote = _write_reports(out_dir, files, _log_mode(logs))
         except OSError as e:
             problems.append(f"cannot write the report in {display(out_dir)} ({e.strerror or e})")
     return {
@@ -621,6 +634,13 @@ def report_text(diag, verdict) -> str:
         con.print("")
         render_term(diag, con)
     return buf.getvalue()
+
+
+def report_html(diag) -> str:
+    """The HTML report (one self-contained page: inline CSS and SVG, no scripts)."""
+    from slurmdoc.report.html import render
+
+    return render(diag)
 
 
 def run_epilog(opts: EpilogOptions, env: Optional[Mapping[str, str]] = None) -> EpilogResult:
@@ -755,6 +775,7 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
             "job_id": job_id, "ctx": dataclasses.asdict(ctx), "patterns": patterns,
             "how": how, "no_log_note": no_log_note, "acct": acct.model_dump(mode="json") if acct is not None else None,
             "out_dir": opts.out_dir, "always": opts.always, "rule_dirs": rule_dirs, "tail_bytes": TAIL_BYTES,
+            "html": opts.html, "html_max": HTML_MAX,
         }
         doc, why = run_worker(request, creds, clock.left() - reserve)
         answer = _answer(doc)
