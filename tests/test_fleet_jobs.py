@@ -157,3 +157,26 @@ def test_a_fifo_is_never_opened_to_find_its_job(tmp_path):
     t.start()
     t.join(10)  # opening a FIFO without a writer would block here
     assert got == [(None, "directory")]
+
+
+def test_the_epilogs_reports_and_ledger_beside_a_log_are_not_read_as_logs(tmp_path):
+    """The real epilog writes <log stem>.slurmdoc.txt/.json and its ledger next to the log: a later
+    `diagnose DIR` or `scan DIR` reads the log alone (the reports quote its error lines)."""
+    import json
+    import shutil
+
+    log = tmp_path / "slurm-24.out"
+    shutil.copy(ROOT / "fixtures" / "slurm" / "srun_import_first" / "slurm-24.out", log)
+    alone = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", "--format", "json", str(log)],
+                           capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "slurmdoc", "epilog", "--job-id", "24", "--exit-code", "1", "--log", str(log),
+                        "--no-sacct", "--ledger", str(tmp_path / "ledger.jsonl"), "--always"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert {"slurm-24.slurmdoc.txt", "slurm-24.slurmdoc.json", "ledger.jsonl"} <= {x.name for x in tmp_path.iterdir()}
+    (tmp_path / "slurm-24.slurmdoc.html").write_text("<pre>ModuleNotFoundError: No module named 'x'</pre>\n")
+    r = subprocess.run([sys.executable, "-m", "slurmdoc", "diagnose", "--format", "json", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (alone.returncode, alone.stdout) and alone.returncode == 1
+    s = subprocess.run([sys.executable, "-m", "slurmdoc", "scan", "--format", "json", str(tmp_path)], capture_output=True, text=True)
+    (row,) = json.loads(s.stdout)["jobs"]
+    assert (row["job_id"], row["files"], row["category"]) == ("24", 1, "import_error")

@@ -69,6 +69,24 @@ def test_directory_walk_finds_logs_sorted_and_skips_others(write, tmp_path):
     assert names == ["a.out", "b.err", os.path.join("run", "attempt_0", "1", "stderr.log")]
 
 
+@pytest.mark.parametrize("name", ["slurm-5.slurmdoc.txt", "slurm-5.slurmdoc.json", "slurm-5.slurmdoc.html",
+                                  "train-5-node0.slurmdoc.txt.gz", "job.SLURMDOC.TXT", "ledger.jsonl", "part-0.jsonl"])
+def test_a_walk_never_reads_slurmdocs_own_outputs(write, tmp_path, name):
+    """The epilog's reports beside a log and JSON-lines files (ledger, scan parts) are not logs,
+    whether a directory is walked or a glob expanded; a file named on its own is read."""
+    write("d/slurm-5.out", "x")
+    write(f"d/{name}", "x")
+    assert [os.path.basename(f) for f in expand([str(tmp_path / "d")], [])] == ["slurm-5.out"]
+    assert [os.path.basename(f) for f in expand([str(tmp_path / "d" / "*")], [])] == ["slurm-5.out"]
+    assert [os.path.basename(f) for f in expand([str(tmp_path / "d" / name)], [])] == [name]
+
+
+def test_a_log_whose_name_only_mentions_slurmdoc_is_read(write, tmp_path):
+    write("d/slurmdoc-test.out", "x")
+    write("d/run.slurmdoc.log/x.out", "x")  # a directory so named is still walked
+    assert len(expand([str(tmp_path / "d")], [])) == 2
+
+
 def test_directory_without_logs_is_an_input_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no log files"):

@@ -27,6 +27,10 @@ SNIFF = 8192
 # What a directory walk picks up: Slurm's slurm-%j.out, torchrun's --log-dir stderr.log,
 # per-rank/per-node *.log, and any of them gzipped.
 LOG_SUFFIXES = (".out", ".err", ".log", ".txt", ".stdout", ".stderr")
+# ...but never slurmdoc's own outputs beside them: the epilog's reports (<log stem>.slurmdoc.txt,
+# .json, .html, any other .slurmdoc.<ext>) and JSON-lines files (the epilog's ledger, scan parts).
+# They quote the logs' error lines, so read as logs they would add a job's own failure twice.
+OWN_OUTPUT = re.compile(r"\.slurmdoc\.[A-Za-z0-9]+(?:\.gz)?$|\.jsonl(?:\.gz)?$", re.I)
 
 _RANK_IN_PATH = re.compile(r"(?:^|[^a-z0-9])rank[_\-.]?(\d{1,6})(?![0-9])", re.I)
 _TASK_IN_PATH = re.compile(r"(?:^|[^a-z0-9])task[_\-.]?(\d{1,6})(?![0-9])", re.I)
@@ -42,6 +46,8 @@ class Input:
 
 
 def _is_log_name(name: str) -> bool:
+    if OWN_OUTPUT.search(name):
+        return False
     low = name.lower()
     if low.endswith(".gz"):
         low = low[:-3]
@@ -118,7 +124,10 @@ def expand(paths: list[str], warnings: list[str]) -> list[str]:
             if not matches:
                 raise InputError(f"{p}: no file matches this pattern")
             for m in matches:
-                out.extend(_walk(m, warnings) if os.path.isdir(m) else [m])
+                if os.path.isdir(m):
+                    out.extend(_walk(m, warnings))
+                elif not OWN_OUTPUT.search(os.path.basename(m)):
+                    out.append(m)
         else:
             raise InputError(f"{p}: no such file or directory")
     seen: set[str] = set()
