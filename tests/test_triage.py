@@ -228,3 +228,30 @@ def test_readme_example_is_what_triage_prints():
     shown = readme.split(cmd, 1)[1].split("```", 1)[0]
     r = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv"), "3", "4", "5", "6", "8"])
     assert [x.rstrip() for x in r.stdout.splitlines()] == shown.splitlines()
+
+
+def test_the_table_off_a_terminal_is_one_line_per_job_and_plain_rows_when_it_would_not_fit():
+    doc = json.loads(runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv"), "-f", "json"]).stdout)
+    jobs = doc["jobs"]
+    # off a terminal: no wrapping at any width, so each job is one line holding its whole summary
+    out = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv")]).stdout.splitlines()
+    body = [ln for ln in out[1: 1 + len(jobs)]]
+    assert out[0].split()[:3] == ["job", "name", "state"] and len(body) == len(jobs)
+    for j, ln in zip(jobs, body):
+        assert ln.startswith(j["job_id"] + " ") and ln.endswith(j["summary"]) and ln == ln.rstrip()
+    wide = max(len(ln) for ln in body)
+    # a width the table does not fit: one plain row per job, wrapped at spaces, nothing cut
+    for width in (80, 60):
+        assert wide > width
+        out = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv"), "--width", str(width)]).stdout
+        lines = out.splitlines()
+        assert all(len(ln) <= width for ln in lines), [ln for ln in lines if len(ln) > width]
+        starts = [ln for ln in lines if ln and not ln.startswith(" ")]
+        for j in jobs:
+            row = next(i for i, ln in enumerate(lines) if ln.startswith(f"{j['job_id']} ("))
+            text = " ".join(x.strip() for x in lines[row: row + 4] if x)
+            assert j["summary"] in text and (j["category"] or "") in text
+        assert not any(ln.startswith("job ") for ln in starts)  # no header without a table
+    # a width it fits: the table
+    out = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv"), "--width", str(wide)]).stdout
+    assert out.splitlines()[1: 1 + len(jobs)] == body

@@ -231,10 +231,11 @@ def triage(
     logs: bool = typer.Option(False, "--logs", help="Also find each job's log, diagnose it and join the two (as diagnose --job does)."),
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="With --logs: user rule directory (repeatable)."),
     color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Colour: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces it), always, never."),
+    width: Optional[int] = typer.Option(None, "--width", min=40, max=1000, metavar="COLUMNS", help="Fit the text report in COLUMNS (default: the terminal's width; off a terminal, no wrapping): a table while it fits, else one row per job."),
 ) -> None:
     """Why did these jobs fail, from Slurm's accounting: first failing step, exit codes in words, memory and time against the request, the category."""
     from slurmdoc.api import triage as run
-    from slurmdoc.report.emit import text_console
+    from slurmdoc.report.emit import make_console
     from slurmdoc.report.triage import render_json, render_markdown, render_text
 
     with _reported():
@@ -254,7 +255,8 @@ def triage(
         elif fmt == TriageFmt.markdown:
             sys.stdout.write(render_markdown(report))
         else:
-            render_text(report, text_console(sys.stdout, color.value))
+            console, cols = make_console(sys.stdout, color.value, width)
+            render_text(report, console, cols)
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()

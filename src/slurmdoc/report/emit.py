@@ -90,14 +90,6 @@ def emit(result, fmt: str, stream: TextIO, color: str = "auto", full: bool = Fal
     stream.flush()
 
 
-def text_console(stream: TextIO = sys.stdout, color: str = "auto") -> Console:
-    """The console of the other text reports (triage)."""
-    tty = _isatty(stream)
-    colored = wants_color(stream, color)
-    return Console(file=stream, no_color=not colored, force_terminal=colored or None, width=None if tty else 120,
-                   highlight=False, soft_wrap=not tty)
-
-
 def with_progress(fn: Callable, total: int):
     """Run fn(on_bytes) under a progress bar on stderr, cleared when done."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn

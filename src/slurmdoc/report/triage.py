@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from typing import Optional
 
+from rich.console import Console
+from rich.text import Text
+
+from slurmdoc.report.layout import columns, wrap
 from slurmdoc.slurm.models import JobTriage, JobVerdict, TriageReport
 
 STATUS_STYLE = {"failed": "bold red", "ok": "bold green", "running": "yellow", "pending": "yellow"}
@@ -52,40 +52,58 @@ def _log_cell(v: Optional[JobVerdict]) -> str:
     return rc + (" (!)" if v.contradictions else "")
 
 
-def render_text(r: TriageReport, console: Console) -> None:
-    p = console.print
+def _p(console: Console, text, style: Optional[str] = None) -> None:
+    console.print(text if isinstance(text, Text) else Text(text, style=style or ""), soft_wrap=True, no_wrap=True,
+                  overflow="ignore", crop=False)
+
+
+def render_text(r: TriageReport, console: Console, width: Optional[int] = None) -> None:
+    """`width`: fit the report in this many columns (None: off a terminal, never wrap). Many
+    jobs are a table while it fits, else one plain row each, wrapped at spaces only."""
     by_job = {v.job_id: v for v in r.verdicts}
     if len(r.jobs) > 1:
-        t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
         cols = ["job", "name", "state", "derived", "first failing step", "category", "why"]
         if r.verdicts:
             cols.append("the log says")
-        for col in cols:
-            t.add_column(col, overflow="fold")
+        rows = []
         for j in r.jobs:
             s = j.first_failed_step
-            row = [
-                j.job_id,
-                j.name,
-                Text(_codes(j), style=STATUS_STYLE[j.status]),
-                j.derived_exit_code or "",
-                f"{s.id} {s.state} {s.exit_code or ''}".strip() if s else "-",
-                j.category or "-",
-                j.summary,
-            ]
+            row = [j.job_id, j.name, _codes(j), j.derived_exit_code or "",
+                   f"{s.id} {s.state} {s.exit_code or ''}".strip() if s else "-", j.category or "-", j.summary]
             if r.verdicts:
                 row.append(_log_cell(by_job.get(j.job_id)))
-            t.add_row(*row)
-        p(t)
+            rows.append([" ".join(c.split()) for c in row])  # one line per cell, whatever sacct held
+        table = columns([cols] + rows, width)
+        if table is not None:
+            _p(console, table[0], "bold")
+            at = sum(max(len(x[i]) for x in [cols] + rows) + 2 for i in range(2))  # where the state cell starts
+            for j, line in zip(r.jobs, table[1:]):
+                t = Text(line)
+                t.stylize(STATUS_STYLE[j.status], at, at + len(_codes(j)))
+                _p(console, t)
+        else:
+            for j, row in zip(r.jobs, rows):
+                text = (f"{row[0]}" + (f" ({row[1]})" if row[1] else "") + f"  {row[2]}"
+                        + (f"  [{row[5]}]" if row[5] != "-" else "") + f": {row[6]}; derived {row[3] or '?'}"
+                        + (f", first failing step {row[4]}" if row[4] != "-" else "")
+                        + (f"; the log says: {row[7]}" if r.verdicts and row[7] else ""))
+                first, *rest = wrap(text, width, "", "    ")
+                t = Text(first)
+                t.stylize(STATUS_STYLE[j.status], text.find(row[2]), text.find(row[2]) + len(row[2]))
+                _p(console, t)
+                for ln in rest:
+                    _p(console, ln)
         failed = [j for j in r.jobs if j.status == "failed"]
         if failed or r.verdicts:
-            p("")
+            _p(console, "")
         for j in failed:
             for n in j.notes:
-                p(f"{j.job_id}: {n}")
+                for ln in wrap(f"{j.job_id}: {n}", width, "", "    "):
+                    _p(console, ln)
         for v in r.verdicts:
             for c in v.contradictions:
-                p(Text(f"{v.job_id}: CONTRADICTION: {c}", style="bold yellow"))
+                for ln in wrap(f"{v.job_id}: CONTRADICTION: {c}", width, "", "    ", v.logs):
+                    _p(console, ln, "bold yellow")
     else:
         for j in r.jobs:
             head = Text(f"JOB {j.job_id}", style="bold")
@@ -94,20 +112,22 @@ def render_text(r: TriageReport, console: Console) -> None:
             head.append(_codes(j), style=STATUS_STYLE[j.status])
             if j.category:
                 head.append(f"  [{j.category}]", style="bold")
-            p(head)
-            p(f"  {j.summary}")
+            _p(console, head)
+            for ln in wrap(j.summary, width, "  ", "    "):
+                _p(console, ln)
             for label, text in detail_lines(j):
-                p(f"  {label}: {text}")
+                for ln in wrap(f"{label}: {text}", width, "  ", "    "):
+                    _p(console, ln)
             if j.components:
-                p(f"  heterogeneous job: components {', '.join(j.components)}")
+                _p(console, f"  heterogeneous job: components {', '.join(j.components)}")
             v = by_job.get(j.job_id)
             if v is not None:
                 from slurmdoc.report.job import render_text as render_job
 
-                p("")
-                render_job(v, console)
+                _p(console, "")
+                render_job(v, console, width)
     for m in r.not_found:
-        p(Text(f"{m}: not in the accounting records", style="yellow"))
+        _p(console, f"{m}: not in the accounting records", "yellow")
 
 
 def render_markdown(r: TriageReport) -> str:
