@@ -138,6 +138,61 @@ def test_sigkill_at_the_memory_request_is_host_oom():
     assert j.category == "killed"
 
 
+def _cpu_rows(job_cpu, step_cpus, elapsed=600, alloc=4, job="7"):
+    rows = [SacctRow(job_id=job, job=job, step=None, state="FAILED", exit_code=ExitCode(1, 0), elapsed_s=elapsed,
+                     alloc_cpus=alloc, total_cpu_s=job_cpu)]
+    return rows + [SacctRow(job_id=f"{job}.{i}", job=job, step=str(i), state="FAILED", exit_code=ExitCode(1, 0),
+                            total_cpu_s=c, end=str(i)) for i, c in enumerate(step_cpus)]
+
+
+def test_cpu_efficiency_is_totalcpu_over_elapsed_times_allocated_cpus():
+    j = triage_job(_cpu_rows(None, [1200.0, 300.0]))  # steps: 25 min of CPU in 4 CPUs x 10 min
+    assert (j.total_cpu_s, j.alloc_cpus, j.cpu_efficiency) == (1500.0, 4, 0.625)
+    assert j.cpu_note.startswith("CPU efficiency 62%: 00:25:00 of CPU time in 00:40:00 of core-walltime (4 CPUs)")
+    j = triage_job(_cpu_rows(1500.0, [1200.0, 300.0]))  # -P: the job row repeats the steps' sum
+    assert j.cpu_efficiency == 0.625
+    j = triage_job(_cpu_rows(0.0, [1200.0, None]))  # --json leaves the job's own at 0: the steps count
+    assert j.cpu_efficiency == 0.5
+    j = triage_job(_cpu_rows(600.0, [None]))  # no step has it: the job row's
+    assert j.cpu_efficiency == 0.25
+
+
+@pytest.mark.parametrize("job_cpu, steps, elapsed, alloc", [
+    (None, [None], 600, 4),  # no TotalCPU anywhere (an older capture)
+    (None, [60.0], 0, 4),  # ended at once: no core-walltime to divide by
+    (None, [60.0], None, 4),
+    (None, [60.0], 600, None),
+    (None, [60.0], 600, 0),
+])
+def test_cpu_efficiency_missing_parts_are_unknown(job_cpu, steps, elapsed, alloc):
+    j = triage_job(_cpu_rows(job_cpu, steps, elapsed, alloc))
+    assert j.cpu_efficiency is None
+    assert (j.cpu_note is None) == (j.total_cpu_s is None)
+
+
+def test_cpu_efficiency_over_the_allocation_is_flagged():
+    j = triage_job(_cpu_rows(None, [9000.0]))
+    assert j.cpu_efficiency == 3.75 and "inconsistent" in j.cpu_note
+
+
+def test_het_job_cpu_efficiency_adds_its_components():
+    rows = [SacctRow(job_id="12+0", job="12+0", step=None, state="FAILED", exit_code=ExitCode(1, 0), elapsed_s=100,
+                     alloc_cpus=2),
+            SacctRow(job_id="12+1", job="12+1", step=None, state="COMPLETED", exit_code=ExitCode(0, 0), elapsed_s=100,
+                     alloc_cpus=6),
+            SacctRow(job_id="12+0.0", job="12+0", step="0", state="FAILED", exit_code=ExitCode(1, 0), total_cpu_s=200.0),
+            SacctRow(job_id="12+1.0", job="12+1", step="0", state="COMPLETED", exit_code=ExitCode(0, 0), total_cpu_s=200.0)]
+    j = triage_job(rows)
+    assert (j.job_id, j.alloc_cpus, j.cpu_efficiency) == ("12", 8, 0.5)
+
+
+def test_cpu_efficiency_from_real_json():
+    """Slurm 22.05's --json: the job's time.total is 0, its steps' hold the CPU time."""
+    j = triage([JOBS["timeout"]], sacct_file=str(DATA / "timeout.json")).jobs[0]
+    assert j.alloc_cpus == 2 and j.total_cpu_s == pytest.approx(0.029, abs=1e-3)
+    assert j.cpu_efficiency == pytest.approx(j.total_cpu_s / (j.elapsed_s * 2), abs=1e-4) and j.cpu_note
+
+
 def test_running_and_pending():
     j = triage_job([SacctRow(job_id="8", job="8", step=None, state="RUNNING", exit_code=ExitCode(0, 0))])
     assert j.status == "running" and j.category is None

@@ -41,6 +41,7 @@ class JobRecord:
     time_use: Optional[float] = None  # elapsed / time limit
     max_rss_bytes: Optional[int] = None
     mem_use: Optional[float] = None  # peak task RSS / memory requested per node
+    cpu_use: Optional[float] = None  # TotalCPU / (Elapsed x AllocCPUS): CPU efficiency, as seff computes it
     log_found_by: Optional[str] = None
     error: Optional[str] = None
 
@@ -142,6 +143,7 @@ def from_accounting(index: int, paths: tuple[str, ...], d, acct, found_by: Optio
         rec.time_use = round(acct.elapsed_s / acct.timelimit_s, 3)
     if acct.max_rss_bytes and acct.req_mem_per_node_bytes:
         rec.mem_use = round(acct.max_rss_bytes / acct.req_mem_per_node_bytes, 3)
+    rec.cpu_use = acct.cpu_efficiency
     rec.log_found_by = found_by if d is not None else None
     if d is None:
         rec.error = note

@@ -126,12 +126,15 @@ class TextOut(Output):
 
 
 def _use(r: JobRecord) -> str:
-    """Efficiency from the accounting: time and memory used against the request."""
+    """Efficiency from the accounting: time and memory used against the request, CPU time against
+    the CPUs held for the elapsed time."""
     bits = []
     if r.time_use is not None:
         bits.append(f"time {_pct(r.time_use)} of limit")
     if r.mem_use is not None:
         bits.append(f"mem {_pct(r.mem_use)} of request")
+    if r.cpu_use is not None:
+        bits.append(f"cpu {_pct(r.cpu_use)} of allocation")
     return f"  [{', '.join(bits)}]" if bits else ""
 
 

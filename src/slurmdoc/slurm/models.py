@@ -64,6 +64,10 @@ class JobTriage(_Frozen):
     req_mem_per_node_bytes: Optional[int] = None
     max_rss_bytes: Optional[int] = None
     memory_note: Optional[str] = None
+    total_cpu_s: Optional[float] = None  # TotalCPU: CPU time used by the job's steps
+    alloc_cpus: Optional[int] = None
+    cpu_efficiency: Optional[float] = None  # TotalCPU / (Elapsed x AllocCPUS), as seff computes it
+    cpu_note: Optional[str] = None
     user: Optional[str] = None
     partition: Optional[str] = None
     nodes: str = ""

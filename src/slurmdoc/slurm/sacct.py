@@ -23,11 +23,12 @@ FIELDS = (
     "JobID", "JobIDRaw", "JobName", "State", "ExitCode", "DerivedExitCode",
     "Elapsed", "ElapsedRaw", "Timelimit", "TimelimitRaw", "ReqMem", "ReqTRES", "MaxRSS",
     "MaxRSSNode", "MaxRSSTask", "NNodes", "NTasks", "AllocCPUS", "NodeList", "Submit",
-    "Start", "End", "User", "UID", "Partition", "Reason", "WorkDir", "SubmitLine",
+    "Start", "End", "User", "UID", "Partition", "Reason", "WorkDir", "TotalCPU", "SubmitLine",
 )
 # Asked for when an older sacct rejects one of the above.
 CORE_FIELDS = ("JobID", "JobIDRaw", "JobName", "State", "ExitCode", "DerivedExitCode", "Elapsed",
-               "Timelimit", "ReqMem", "MaxRSS", "NNodes", "NodeList", "Start", "End", "User", "WorkDir")
+               "Timelimit", "ReqMem", "MaxRSS", "NNodes", "NodeList", "Start", "End", "User", "WorkDir",
+               "AllocCPUS", "TotalCPU")
 
 SACCT_TIMEOUT = 60.0
 MAX_JSON_BYTES = 256 << 20
@@ -60,6 +61,7 @@ class SacctRow:
     nnodes: Optional[int] = None
     ntasks: Optional[int] = None
     alloc_cpus: Optional[int] = None
+    total_cpu_s: Optional[float] = None  # TotalCPU: user + system CPU time of the row's processes
     nodelist: str = ""
     submit: Optional[str] = None
     start: Optional[str] = None
@@ -148,6 +150,26 @@ def parse_duration(text: Optional[str]) -> Optional[int]:
     else:
         return None
     return int(days * 86400 + h * 3600 + m * 60 + s)
+
+
+_CPU_TIME = re.compile(r"(?:(?:(?P<d>\d{1,6})-)?(?P<h>\d{1,2}):)?(?P<m>\d{1,2}):(?P<s>\d{1,2})(?:\.(?P<f>\d{1,6}))?", re.ASCII)
+
+
+def parse_cpu_time(text: Optional[str]) -> Optional[float]:
+    """TotalCPU (also UserCPU, SystemCPU) -> seconds. sacct prints `MM:SS.mmm` under an hour,
+    `HH:MM:SS` under a day, `D-HH:MM:SS` beyond. Anything else (empty, `INVALID`, a sign, a
+    field out of range such as `00:75`, days without hours) is None: unknown, never a guess."""
+    if not text:
+        return None
+    m = _CPU_TIME.fullmatch(text.strip())
+    if m is None:
+        return None
+    d, h = int(m.group("d") or 0), int(m.group("h") or 0)
+    mins, secs = int(m.group("m")), int(m.group("s"))
+    if secs > 59 or (m.group("h") is not None and mins > 59) or (m.group("d") is not None and h > 23):
+        return None
+    frac = int(m.group("f")) / 10 ** len(m.group("f")) if m.group("f") else 0.0
+    return d * 86400 + h * 3600 + mins * 60 + secs + frac
 
 
 def _int(text) -> Optional[int]:
@@ -252,6 +274,7 @@ def _row_from_fields(f: dict[str, str]) -> SacctRow:
         nnodes=_int(f.get("NNodes")),
         ntasks=_int(f.get("NTasks")),
         alloc_cpus=_int(f.get("AllocCPUS")),
+        total_cpu_s=parse_cpu_time(f.get("TotalCPU")),
         nodelist=f.get("NodeList", "") if f.get("NodeList") != "None assigned" else "",
         submit=opt("Submit"),
         start=opt("Start"),
@@ -320,6 +343,17 @@ def _ts(v) -> Optional[str]:
     return datetime.fromtimestamp(n).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def _json_cpu(t) -> Optional[float]:
+    """`time.total` of `sacct --json`: {"seconds": S, "microseconds": U}; None when absent."""
+    tot = t.get("total") if isinstance(t, dict) else None
+    if not isinstance(tot, dict):
+        return None
+    sec, usec = _num(tot.get("seconds")), _num(tot.get("microseconds"))
+    if sec is None or sec < 0 or (usec is not None and not 0 <= usec < 1_000_000):
+        return None
+    return sec + (usec or 0) / 1e6
+
+
 def _tres(entries, kind: str) -> Optional[dict]:
     if isinstance(entries, list):
         for e in entries:
@@ -384,6 +418,7 @@ def _json_job(j: dict) -> list[SacctRow]:
         req_mem_per="job",
         nnodes=_num(j.get("allocation_nodes")),
         alloc_cpus=_num(alloc_cpu.get("count")) if alloc_cpu else None,
+        total_cpu_s=_json_cpu(t),
         nodelist=str(nodes) if nodes != "None assigned" else "",
         submit=_ts(t.get("submission")),
         start=_ts(t.get("start")),
@@ -427,6 +462,7 @@ def _json_step(s: dict, job: str, raw: str) -> SacctRow:
         state_by=by,
         exit_code=_json_exit(s.get("exit_code"), state),
         elapsed_s=_num(t.get("elapsed")),
+        total_cpu_s=_json_cpu(t),
         max_rss_bytes=_num(mx.get("count")) if mx else None,
         max_rss_node=mx.get("node") if mx else None,
         max_rss_task=_num(mx.get("task")) if mx else None,

@@ -140,6 +140,30 @@ def _mem_per_node(job: SacctRow) -> Optional[int]:
     return job.req_mem_bytes // (job.nnodes or 1)
 
 
+def cpu_use(jobs: list[SacctRow], steps: list[SacctRow]) -> tuple[Optional[float], Optional[int], Optional[float], Optional[str]]:
+    """(TotalCPU, AllocCPUS, CPU efficiency, a note): the CPU time the job used against what it
+    held, TotalCPU / (Elapsed x AllocCPUS) as seff computes it. TotalCPU is the steps' sum
+    (`sacct --json` leaves the job's own at 0), else the job row's; a het job's components add
+    up. None where a figure is missing or Elapsed is 0."""
+    step_cpu = [r.total_cpu_s for r in steps if r.total_cpu_s is not None]
+    job_cpu = [r.total_cpu_s for r in jobs if r.total_cpu_s is not None]
+    total = sum(step_cpu) if step_cpu else (sum(job_cpu) if job_cpu else None)
+    held = [(r.elapsed_s, r.alloc_cpus) for r in jobs]
+    alloc = sum(a for _, a in held if a) or None
+    if total is None:
+        return None, alloc, None, None
+    total = round(total, 3)
+    if not all(e is not None and a for e, a in held) or not any(e for e, _ in held):
+        return total, alloc, None, f"used {hms(round(total))} of CPU time; no allocation to compare it with"
+    core_s = sum(e * a for e, a in held)  # type: ignore[operator]
+    eff = round(total / core_s, 4)
+    note = (f"CPU efficiency {eff:.0%}: {hms(round(total))} of CPU time in {hms(core_s)} of core-walltime "
+            f"({alloc} CPUs)")
+    if eff > 1.01:
+        note += ": more than the allocation, the accounting is inconsistent"
+    return total, alloc, eff, note
+
+
 def triage_job(rows: list[SacctRow]) -> JobTriage:
     """The verdict on one job from its rows; a requeued job's attempts (`sacct -D`) are kept
     apart: the last attempt is judged, the others become its history."""
@@ -263,6 +287,8 @@ def _triage_attempt(rows: list[SacctRow]) -> JobTriage:
         else:
             time_note = f"ran {hms(lead.elapsed_s)}, no time limit"
 
+    total_cpu, alloc, cpu_eff, cpu_note = cpu_use(jobs or [job], steps)
+
     if category == "killed":
         notes.append("SIGKILL with no other evidence: check MaxRSS against the request, `dmesg` for the OOM "
                      "killer on the node, or who killed it")
@@ -311,6 +337,10 @@ def _triage_attempt(rows: list[SacctRow]) -> JobTriage:
         req_mem_per_node_bytes=per_node,
         max_rss_bytes=peak.max_rss_bytes if peak is not None else None,
         memory_note=memory_note,
+        total_cpu_s=total_cpu,
+        alloc_cpus=alloc,
+        cpu_efficiency=cpu_eff,
+        cpu_note=cpu_note,
         user=lead.user,
         partition=lead.partition,
         nodes=",".join(r.nodelist for r in jobs if r.nodelist) if het else lead.nodelist,
