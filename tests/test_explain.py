@@ -144,3 +144,11 @@ def test_no_failure_says_what_it_saw(write):
     d = diagnose([write("b.log", "\n".join(s for s in steps for _ in range(4)))])
     assert d.ranks_seen == 0 and "0 ranks" not in d.verdict
     assert d.verdict.startswith("No failure found in 20 lines: no line names its rank") and "step 4" in d.verdict
+
+
+def test_a_symptom_standing_in_for_a_missing_cause_does_not_point_at_a_root_cause_above(write):
+    lines = ["[rank0]: step 1 loss 2.0", "[rank1]: step 1 loss 2.0",
+             "[rank0]: RuntimeError: [/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:17550"]
+    rc = diagnose([write("a.log", "\n".join(lines))]).root_cause
+    assert rc.promoted and rc.category == "nccl_error"
+    assert "No rank's own error is in this log" in rc.remediation and "root cause above" not in rc.remediation

@@ -180,7 +180,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
             ranks, every = failed, True
     everyone = (total > 1 and len(ranks) == total) or (every and len(ranks) > 1)
     phase = root.phase() if not stragglers else None
-    facts = facts_of(rank, ranks, total, everyone, phase, c.facts)
+    facts = facts_of(rank, ranks, total, everyone, phase, c.facts, promoted)
     rem = remediation(
         lay.total, rule, caps, facts=facts, rank=rank, ranks=ranks, node=node, source=c.src(root), message=root.message(), count=len(group),
         stragglers=ranges(stragglers) if stragglers else None, reporters=ranges(reporters) if reporters else None,
@@ -225,7 +225,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
 PHASE_WORDS = {"forward": "forward pass", "backward": "backward pass", "optimizer": "optimizer step"}
 
 
-def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, phase: Optional[str], outside: dict) -> dict[str, object]:
+def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, phase: Optional[str], outside: dict, promoted: bool = False) -> dict[str, object]:
     """The facts a conditional fix line may test (engine.schema.FACTS) and the built-in
     values they bring: the root's rank, how many ranks failed, the phase its traceback
     shows, and what the job's accounting says (`outside`, slurm.triage.job_facts)."""
@@ -234,6 +234,7 @@ def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, 
     out["rank_nonzero"] = rank is not None and rank != 0
     out["all_ranks"] = everyone
     out["one_rank"] = len(ranks) == 1 and total > 1 and not everyone
+    out["no_cause"] = promoted
     if phase:
         out["phase"] = PHASE_WORDS.get(phase, phase)
         out[f"phase_{phase}"] = True

@@ -54,6 +54,7 @@ FACTS = {
     "phase_backward": "the traceback shows the backward pass",
     "phase_optimizer": "the traceback shows the optimizer step",
     "rss_at_limit": "the job's peak RSS reached 90% or more of its memory request (accounting)",
+    "no_cause": "no error that starts a failure was found: this finding leads as the earliest evidence",
 }
 
 
