@@ -223,6 +223,29 @@ def test_cli_exit_codes_and_formats():
     assert r.exit_code == 1 and r.stdout.startswith("# slurmdoc triage") and "| job |" in r.stdout
 
 
+def test_cli_filters_like_reportseff(tmp_path):
+    """--user/--partition/--state/--since/--until choose the jobs instead of JOBIDs; on saved
+    output they are applied to it, live they go to sacct -D (here: not on PATH)."""
+    all_psv = str(DATA / "all.psv")
+    r = runner.invoke(app, ["triage", "--sacct-file", all_psv, "--state", "TIMEOUT", "-f", "json"])
+    assert r.exit_code == 1 and [j["job_id"] for j in json.loads(r.stdout)["jobs"]] == [JOBS["timeout"]]
+    r = runner.invoke(app, ["triage", "--sacct-file", all_psv, "--state", "completed", "-f", "json"])
+    ids = [j["job_id"] for j in json.loads(r.stdout)["jobs"]]
+    assert r.exit_code == 0 and JOBS["ok"] in ids and JOBS["timeout"] not in ids
+    r = runner.invoke(app, ["triage", "--sacct-file", all_psv, "--user", "nobody-here"])
+    assert r.exit_code == 2 and "no job found" in r.stderr
+    r = runner.invoke(app, ["triage", "--sacct-file", all_psv, "--partition", "debug", "-f", "json"])
+    whole = runner.invoke(app, ["triage", "--sacct-file", all_psv, "-f", "json"])
+    finished = [j["job_id"] for j in json.loads(whole.stdout)["jobs"] if j["status"] not in ("running", "pending")]
+    assert sorted(j["job_id"] for j in json.loads(r.stdout)["jobs"]) == sorted(finished)
+    r = runner.invoke(app, ["triage", JOBS["ok"], "--sacct-file", all_psv, "--state", "FAILED"])
+    assert r.exit_code == 2 and "not both" in r.stderr
+    r = runner.invoke(app, ["triage", "--user", "alice"])
+    assert r.exit_code == 2 and "--since" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = runner.invoke(app, ["triage", "--since", "yesterday-ish"])
+    assert r.exit_code == 2 and "not a time sacct understands" in r.stderr
+
+
 def test_cli_errors_are_one_line(tmp_path):
     r = runner.invoke(app, ["triage", "--sacct-file", str(tmp_path / "missing")])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr

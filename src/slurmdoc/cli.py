@@ -232,14 +232,27 @@ def triage(
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="With --logs: user rule directory (repeatable)."),
     color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Colour: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces it), always, never."),
     width: Optional[int] = typer.Option(None, "--width", min=40, max=1000, metavar="COLUMNS", help="Fit the text report in COLUMNS (default: the terminal's width; off a terminal, no wrapping): a table while it fits, else one row per job."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="TIME", help="Instead of JOBIDs: every job that ended since TIME (2026-11-01, now-7days), from sacct -D."),
+    until: Optional[str] = typer.Option(None, "--until", metavar="TIME", help="With --since: up to TIME."),
+    user: List[str] = typer.Option([], "--user", "-u", metavar="USER", help="With --since or --sacct-file: only these users' jobs (repeatable, or a comma list)."),
+    partition: List[str] = typer.Option([], "--partition", metavar="P", help="With --since or --sacct-file: only these partitions."),
+    state: List[str] = typer.Option([], "--state", metavar="STATE", help="With --since or --sacct-file: only jobs that ended in these states (FAILED, TIMEOUT, ...)."),
 ) -> None:
-    """Why did these jobs fail, from Slurm's accounting: first failing step, exit codes in words, memory and time against the request, the category."""
+    """Why did these jobs fail, from Slurm's accounting: first failing step, exit codes in words, memory, time and CPU against the request, the category."""
     from slurmdoc.api import triage as run
     from slurmdoc.report.emit import make_console
     from slurmdoc.report.triage import render_json, render_markdown, render_text
 
     with _reported():
-        report = run(job_ids or [], sacct_file=sacct_file)
+        if since or until or user or partition or state:
+            from slurmdoc.errors import InputError
+            from slurmdoc.slurm.api import triage_window
+
+            if job_ids:
+                raise InputError("JOBIDs or --since/--until/--user/--partition/--state, not both")
+            report = triage_window(since, until, user, partition, state, sacct_file)
+        else:
+            report = run(job_ids or [], sacct_file=sacct_file)
         if logs and report.jobs:
             from slurmdoc.slurm.api import triage_with_logs
 

@@ -48,6 +48,21 @@ def triage(job_ids: list[str], sacct_file: Optional[str] = None, stdin: Optional
     return TriageReport(status=status, jobs=tuple(jobs), not_found=missing, source=source)
 
 
+def triage_window(since: Optional[str] = None, until: Optional[str] = None, users: Optional[list[str]] = None,
+                  partitions: Optional[list[str]] = None, states: Optional[list[str]] = None,
+                  sacct_file: Optional[str] = None) -> TriageReport:
+    """The accounting verdict on every finished job of a time window (`sacct -P -D -S -E`, `-u`,
+    `-r`, `-s`), or of saved output with the same filters applied, in job-id order: the listing
+    `scan --since` diagnoses, without the logs."""
+    from slurmdoc.fleet.accounting import Window, accounting_jobs
+
+    w = Window(since, until, list(users or []), list(partitions or []), list(states or []), sacct_file)
+    jobs = accounting_jobs(w)
+    status = "failed" if any(j.status == "failed" for j in jobs) else "ok"
+    source = "sacct" if sacct_file is None else ("<stdin>" if sacct_file == "-" else sacct_file)
+    return TriageReport(status=status, jobs=tuple(jobs), source=source)
+
+
 def diagnose_job(
     job_id: str,
     logs: Optional[list[str]] = None,
