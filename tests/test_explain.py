@@ -152,3 +152,23 @@ def test_a_symptom_standing_in_for_a_missing_cause_does_not_point_at_a_root_caus
     rc = diagnose([write("a.log", "\n".join(lines))]).root_cause
     assert rc.promoted and rc.category == "nccl_error"
     assert "No rank's own error is in this log" in rc.remediation and "root cause above" not in rc.remediation
+
+
+def test_the_peak_rss_a_log_shows_answers_the_advice_when_the_accounting_does_not(write):
+    lines = ["0: step 1", "1: step 1", "srun: error: n2: task 1: Killed", "\tMaximum resident set size (kbytes): 5242880"]
+    rem = diagnose([write("a.log", "\n".join(lines))]).root_cause.remediation_parts
+    assert any("Peak RSS 5.00 GiB (from the log)" in f for f in rem.fix)
+    # the kernel's OOM report names it too; the bigger of the two is the peak
+    lines += ["[1234567.890] Out of memory: Killed process 4411 (python) total-vm:123456kB, anon-rss:9437184kB"]
+    rc = diagnose([write("b.log", "\n".join(lines))]).root_cause
+    assert rc.category == "host_oom" and any("Peak RSS 9.00 GiB (from the log)" in f for f in rc.remediation_parts.fix)
+    # with the job's accounting, sacct's MaxRSS is the one named
+    from slurmdoc.slurm.models import JobTriage
+    from slurmdoc.slurm.triage import job_facts
+
+    acct = JobTriage(job_id="7", name="t", status="failed", state="FAILED", state_meaning="", exit_code="9:0", exit_meaning="",
+                     derived_exit_code=None, derived_meaning="", category="killed", summary="", max_rss_bytes=300 << 20,
+                     req_mem_per_node_bytes=512 << 20)
+    rem = diagnose([write("c.log", "\n".join(lines[:4]))], facts=job_facts("7", acct)).root_cause.remediation_parts
+    assert any("300 MiB, from sacct's MaxRSS" in f and "512 MiB per node" in f for f in rem.fix)
+    assert not any("sacct -j" in f for f in rem.fix)

@@ -181,6 +181,14 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
     everyone = (total > 1 and len(ranks) == total) or (every and len(ranks) > 1)
     phase = root.phase() if not stragglers else None
     facts = facts_of(rank, ranks, total, everyone, phase, c.facts, promoted)
+    if "peak_rss" not in facts:
+        # the log's own word on peak memory (a capture with that meaning, in the root's or any
+        # context line: GNU time's `Maximum resident set size`, the kernel's anon-rss)
+        kbs = [to_int(f.captures.get("peak_rss_kb")) for f in (root, *c.contexts)] + [to_int(caps.get("peak_rss_kb"))]
+        kb = max((k for k in kbs if k is not None and k > 0), default=None)
+        if kb is not None:
+            facts["peak_rss"] = fill_field("size(x)", {"x": kb * 1024})
+            facts["peak_rss_from"] = "the log"
     rem = remediation(
         lay.total, rule, caps, facts=facts, rank=rank, ranks=ranks, node=node, source=c.src(root), message=root.message(), count=len(group),
         stragglers=ranges(stragglers) if stragglers else None, reporters=ranges(reporters) if reporters else None,

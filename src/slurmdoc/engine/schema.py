@@ -38,7 +38,7 @@ BUILTIN_PLACEHOLDERS = (
     # facts the diagnosis knows beyond the rule's own captures (diagnosis/explain.py, facts_of):
     # the training phase read from the traceback's frames, the job id and its accounting
     # (peak RSS, the memory request) when the job is known (`diagnose --job`, the epilogue)
-    "phase", "job", "peak_rss", "mem_request",
+    "phase", "job", "peak_rss", "peak_rss_from", "mem_request",
 )
 # built-ins that always have a value; any other placeholder can be missing (lint)
 ALWAYS_FILLED = ("ranks", "source", "message", "count")

@@ -370,6 +370,7 @@ def job_facts(job_id: Optional[str], acct: Optional[JobTriage]) -> dict[str, obj
     rss, req = acct.max_rss_bytes, acct.req_mem_per_node_bytes
     if rss:
         out["peak_rss"] = human_bytes(rss)
+        out["peak_rss_from"] = "sacct's MaxRSS"
     if req:
         out["mem_request"] = f"{human_bytes(req)} per node"
     if rss and req:
