@@ -180,6 +180,8 @@ def show_rule(book: Rulebook, rule_id: str) -> str:
         out.append(f"  flags     {', '.join(flags)}")
     if s.refine_with:
         out.append(f"  refine_with  {', '.join(s.refine_with)}")
+    if s.label:
+        out.append(f"  label     {' | '.join(s.label)}")
     out.append(f"  keywords  {', '.join(repr(k) for k in s.keywords)}")
     out.append("  patterns")
     for i, (src, c) in enumerate(zip(s.patterns, rule.patterns)):

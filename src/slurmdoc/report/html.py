@@ -147,7 +147,7 @@ def render(d: Diagnosis, full: bool = False) -> str:
         who = describe(rc.ranks, d.ranks_seen) if len(rc.ranks) > 1 else (f"rank {rc.rank}" if rc.rank is not None else "the whole job" if rc.job_level else "unknown rank")
         raised_at, raised_in = rc.raised_at, rc.raised_in or rc.frame
         parts += ['<section id="timeline"><h2>Timeline: ranks over time</h2>', timeline_svg(d), "</section>"]
-        parts += ['<section id="root-cause"><h2>Root cause: ' + e(rc.title) + f' <span class="cat">[{e(rc.category)}]</span></h2>',
+        parts += ['<section id="root-cause"><h2>Root cause: ' + e(rc.title) + f' <span class="cat">[{e(rc.category)}{": " + e(rc.label) if rc.label else ""}]</span></h2>',
                   "<table>",
                   f"<tr><th>where</th><td>{e(who)}" + (f" on {e(rc.node)}" if rc.node else "") + "</td></tr>",
                   f"<tr><th>printed at</th><td>{_loc(rc.source)}</td></tr>"]

@@ -19,7 +19,7 @@ def render(d: Diagnosis, full: bool = False) -> str:
     if rc is not None:
         who = describe(rc.ranks, d.ranks_seen) if len(rc.ranks) > 1 else (f"rank {rc.rank}" if rc.rank is not None else "unknown rank")
         out += [
-            f"## Root cause: {rc.title} (`{rc.category}`)",
+            f"## Root cause: {rc.title} (`{rc.category}`{': ' + rc.label if rc.label else ''})",
             "",
             f"- **Where:** {who}" + (f" on `{rc.node}`" if rc.node else "") + f", `{rc.source}`",
             f"- **Error:** `{rc.message}`",

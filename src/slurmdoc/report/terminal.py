@@ -82,7 +82,7 @@ def _root(d: Diagnosis, out: _Out) -> None:
     head = Text()
     head.append("ROOT CAUSE  ", style="bold red")
     head.append(rc.title, style="bold")
-    head.append(f"  [{rc.category}]", style="magenta")
+    head.append(f"  [{rc.category}" + (f": {rc.label}" if rc.label else "") + "]", style="magenta")
     if out.width is None or len(head.plain) <= out.width:
         out.line(head)
     else:
