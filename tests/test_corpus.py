@@ -84,8 +84,6 @@ KNOWN_MISSES: dict[str, str] = {
         "... for send operation' of process 0 is taken as python_exception with no rank; the root"
         ' is the silent process (2) that stopped stepping before the collective'
     ),
-    "slurm/srun_torchrun_unresolvable": "the source is the outer RendezvousConnectionError (line 123, "
-    "agent 1), not the direct cause DistNetworkError that truth names (line 151, agent 0)",
 }
 
 

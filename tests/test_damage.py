@@ -144,6 +144,18 @@ def test_a_wrapped_rest_that_looks_like_an_srun_label_is_no_label():
     assert fix(wrap(lines, 100)) == lines
 
 
+def test_a_drawn_box_is_not_wrapping():
+    # rich draws a traceback in a box whose lines are all padded to its width; the message
+    # under the box, word-wrapped by rich to the same width, is not a hard wrap to undo
+    w = 60
+    inside = ["/opt/app/train.py:88 in <module>", "", "  85 │   cfg = load(args)", "❱ 88 │   engine = build(cfg)", "", "/opt/app/engine.py:41 in build", "  40 │   check(cfg)", "❱ 41 │   assert ok, msg"]
+    box = ["╭" + "─" * (w - 2) + "╮"] + [("│ " + t).ljust(w - 1) + "│" for t in inside] + ["╰" + "─" * (w - 2) + "╯"]
+    msg = ["AssertionError: the global batch size 640 does not match the", "product of the micro batch size and the data parallel size"]
+    assert len(msg[0]) == w  # rich broke it at a space that fell on the box's width
+    lines = box + msg
+    assert fix(lines) == lines
+
+
 def test_joined_line_keeps_the_first_number_and_any_hit():
     lines = wrap(LONG[:3], 80)
     got = list(repair((i, ln, i == 2) for i, ln in enumerate(lines, 1)))

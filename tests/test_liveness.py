@@ -72,3 +72,23 @@ def test_steps_redrawn_after_a_traceback_are_not_new_progress(write):
     onward = prefixed("[rank1]: ", ["step 10 loss 2.0", "step 11 loss 1.9"] + TB + ["step 11 loss 1.9", "step 12 loss 1.8"])
     d = diagnose([write("j.log", "\n".join(onward))])
     assert d.status == "no_failure" and d.handled[0].resumed_at.endswith(":7")
+
+
+def _steps(first: int, last: int, norm: str) -> list[str]:
+    return [f"step {i} | loss 0.0 | grad_norm: {norm} | lr 2e-05" for i in range(first, last)]
+
+
+def test_a_report_repeated_until_the_end_is_not_outlived(write):
+    # every step from some point on prints the same failure-like report while the steps
+    # advance: the run diverged and never recovered, whatever progress the lines show
+    text = _steps(1, 5, "0.8") + _steps(5, 30, "nan")
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and d.root_cause.category == "numerical"
+    assert d.root_cause.source.endswith(":5")  # the first of them
+
+
+def test_a_repeated_report_followed_by_progress_is_outlived(write):
+    # the same report for a few steps, then finite steps again: it recovered
+    text = _steps(1, 5, "0.8") + _steps(5, 8, "nan") + _steps(8, 30, "0.7")
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "no_failure" and d.handled and d.handled[0].resumed_at.endswith(":29")  # the last line

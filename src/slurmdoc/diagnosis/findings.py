@@ -39,6 +39,9 @@ class Finding:
     line_index: int
     refs: list[RankRef]  # who it is about; several for srun task lists
     node: Optional[str]
+    # the line of its last repetition, when later lines of its printer repeated the report
+    # (merged into it): liveness asks whether the printer outlived that one
+    repeated_at: Optional[int] = None
 
     @property
     def ts(self) -> Optional[datetime]:
@@ -173,6 +176,8 @@ class Collector:
             # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
             # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
             refs = self._refs(event, match)
+            if event.first.source == prev.event.first.source:
+                prev.repeated_at = event.linenos[-1] if event.linenos else event.first.lineno
             self._note_seq(refs, match.captures)
             self._note_hosts(event, match, refs)
             known = {r.key() for r in prev.refs}

@@ -56,6 +56,7 @@ RECORD_START = re.compile(
     r"|\[[\w.\-]+:\d+\]:"  # accelerate
 )
 LABEL = re.compile(r" {0,8}\d{1,6}: ")  # srun --label: a record start only where labels are in use
+BOX_EDGES = frozenset("│┃║╮╯╰╭┐┘└┌|")  # a drawn box's borders
 MIN_WIDTH = 60  # narrower "wrapping" is a program's own fixed-width output
 MAX_WIDTH = 4096
 WIDTH_CONFIRM = 3  # wrapped pairs at the greatest length before it is taken as a wrap width
@@ -307,6 +308,8 @@ class Repair:
             return False  # the next record of the same kind (same prefix, same wording)
         if nxt[:2].isspace() and FRAME_ANY.match(prev):
             return False  # a frame's indented source line
+        if prev.rstrip()[-1:] in BOX_EDGES or nxt.lstrip()[:1] in BOX_EDGES:
+            return False  # a drawn box (rich's tracebacks): its lines are padded to its width
         return True
 
     @staticmethod
