@@ -1,15 +1,22 @@
-"""Benchmark `slurmdoc scan` over many generated job logs with known truth.
+"""Benchmark `slurmdoc scan` over a fleet of job logs made from the fixture corpus, checking
+every verdict against the truth of the fixture each job was made from.
 
-    python bench/scan.py --jobs-count 5000 --dir /tmp/scanbench            # generate (once) and measure
-    python bench/scan.py --jobs-count 1000 --dir /tmp/scanbench --workers 1 2
+    python bench/scan.py --dir /tmp/fleet                      # 5,000 jobs up to 20 MiB: generate once, measure
+    python bench/scan.py --dir /tmp/fleet --counts 1000 --workers 1 --no-shards      # a quick look
 
-Each job is a Slurm job with one planted failure (or none), in one of three layouts: one
-`slurm-%j.out` with srun --label prefixes, one file with torchrun's `[rankN]:` prefixes, or
-per-node files `train-%j-node%n.out` beside `slurm-%j.out`. Sizes are a mix from 50 KiB to
-20 MiB (most small, a few large), padded with iteration lines. The truth of every job goes to
-truth.jsonl; after each scan every verdict (status, category, rank, node) is checked against it.
-For each worker count it prints jobs/s and the peak RSS: of the largest process, and of the
-whole process tree (sampled every 0.1 s from /proc).
+The fleet comes from bench/fleetgen.py (deterministic; written under --dir, never committed).
+Scans, each `slurmdoc scan --format json`, in a fresh process:
+  - for each N of --counts (the first N jobs, named by their directories; the whole fleet by
+    its directory) and each K of --workers: `--jobs K`;
+  - unless --no-shards, the whole fleet as 3 shards (`--shard I/3`, the three at once, as a job
+    array's tasks would run on one node) then `scan merge` of the parts, whose output must be
+    byte for byte that of the single-process scan.
+For each it prints wall time, jobs/s, CPU time, peak RSS (the largest single process, from
+wait4, and the most the whole process tree held at once, sampled every 0.1 s from /proc), the
+load average before and after (the machine may be shared), and the verdicts: every job must be
+one row (never merged with another, never split), with the fixture's status, category and root
+rank. Jobs made from a fixture the diagnosis already gets wrong at its own size (a known miss,
+found by scanning fixtures/ itself first) are counted apart from jobs that are wrong only here.
 """
 
 from __future__ import annotations
@@ -17,100 +24,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-FAILURES = [
-    # (category, the failing rank's lines, node named in the root cause?)
-    ("cuda_oom", ["Traceback (most recent call last):", '  File "train.py", line 88, in step',
-                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {gib}.00 GiB. GPU {gpu} has a total "
-                  "capacity of 79.15 GiB of which 1.2 GiB is free."]),
-    ("import_error", ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
-                      "ModuleNotFoundError: No module named 'apex'"]),
-    ("cuda_error", ["Traceback (most recent call last):", '  File "train.py", line 120, in step',
-                    "RuntimeError: CUDA error: uncorrectable ECC error encountered"]),
-    ("python_exception", ["Traceback (most recent call last):", '  File "train.py", line 51, in get_batch',
-                          "ValueError: bad batch at step {step}"]),
-    ("shape_divisibility", ["Traceback (most recent call last):", '  File "train.py", line 12, in validate',
-                            "AssertionError: num_attention_heads (28) must be divisible by tensor_model_parallel_size (8)"]),
-    (None, []),
-]
-ITER = "iteration {it:>8}/ 500000 | consumed samples: {s:>12} | elapsed time per iteration (ms): 1012.4 | lm loss: 2.4123E+00 | grad norm: 0.311\n"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fleetgen  # noqa: E402
+
+JOB_DIR = re.compile(r"[/\\]job_(\d+)(?:[/\\]|$)")
 
 
-def size_for(rnd: random.Random, max_mib: float) -> int:
-    x = rnd.random()
-    if x < 0.70:
-        kib = rnd.uniform(50, 200)
-    elif x < 0.95:
-        kib = rnd.uniform(200, 2048)
-    else:
-        kib = rnd.uniform(2048, max_mib * 1024)
-    return int(kib * 1024)
-
-
-def pad(fh, prefix: str, target: int, start_it: int = 1) -> int:
-    """Iteration lines until the file reaches `target` bytes; returns the next iteration."""
-    it = start_it
-    block = "".join(prefix + ITER.format(it=i, s=i * 1024) for i in range(it, it + 256))
-    while fh.tell() < target:
-        fh.write(block)
-        it += 256
-    return it
-
-
-def make_job(root: Path, job: int, rnd: random.Random, max_mib: float) -> dict:
-    cat, lines = FAILURES[rnd.randrange(len(FAILURES))]
-    layout = rnd.choice(["srun", "rank", "pernode"])
-    ranks, nodes = 8, 2
-    rank = rnd.randrange(ranks)
-    node = f"gpu-{rnd.randrange(40):03d}"
-    target = size_for(rnd, max_mib)
-    text = [t.format(gib=rnd.randrange(1, 9), gpu=rank % 4, step=rnd.randrange(10000)) for t in lines]
-    truth = {"job_id": str(job), "status": "failed" if cat else "no_failure", "category": cat,
-             "rank": rank if cat else None, "layout": layout, "bytes": 0}
-    if layout == "pernode":
-        n = rank // (ranks // nodes)
-        for k in range(nodes):
-            p = root / f"train-{job}-node{k}.out"
-            with open(p, "w") as fh:
-                pad(fh, "", target // nodes)
-                if cat and k == n:
-                    fh.write("\n".join(text) + "\n")
-            truth["bytes"] += p.stat().st_size
-        with open(root / f"slurm-{job}.out", "w") as fh:
-            if cat:
-                fh.write(f"srun: error: {node}: task {rank}: Exited with exit code 1\n")
-        return truth
-    p = root / f"slurm-{job}.out"
-    with open(p, "w") as fh:
-        pre = (lambda r: f"{r}: ") if layout == "srun" else (lambda r: f"[rank{r}]:")
-        fh.write(f"{pre(0)}SLURMD_NODENAME={node}\n")
-        pad(fh, pre(0), target)
-        if cat:
-            for t in text:
-                fh.write(pre(rank) + t + "\n")
-            fh.write(f"srun: error: {node}: task {rank}: Exited with exit code 1\n")
-    truth["bytes"] = p.stat().st_size
-    return truth
-
-
-def generate(d: Path, count: int, max_mib: float, seed: int) -> None:
-    d.mkdir(parents=True, exist_ok=True)
-    logs = d / "logs"
-    logs.mkdir(exist_ok=True)
-    rnd = random.Random(seed)
-    with open(d / "truth.jsonl", "w") as out:
-        for j in range(count):
-            out.write(json.dumps(make_job(logs, 100000 + j, rnd, max_mib)) + "\n")
-
-
-def peak_tree_rss(pid: int) -> int:
-    """RSS (bytes) of a process and its descendants, now."""
-    total = 0
+def tree_sample(pid: int) -> tuple[int, int]:
+    """(sum of VmRSS, largest VmHWM) over a process and its descendants, in bytes."""
+    total = hwm = 0
     todo = [pid]
     while todo:
         p = todo.pop()
@@ -119,102 +47,186 @@ def peak_tree_rss(pid: int) -> int:
                 for line in fh:
                     if line.startswith("VmRSS:"):
                         total += int(line.split()[1]) * 1024
+                    elif line.startswith("VmHWM:"):
+                        hwm = max(hwm, int(line.split()[1]) * 1024)
             with open(f"/proc/{p}/task/{p}/children") as fh:
                 todo.extend(int(x) for x in fh.read().split())
         except (OSError, ValueError):
             continue
-    return total
+    return total, hwm
 
 
-def measure(d: Path, logs: list[str], workers: int) -> dict:
-    out = d / f"scan-{workers}.jsonl"
-    cmd = [sys.executable, "-m", "slurmdoc", "scan", "--format", "jsonl", "--jobs", str(workers), *logs]
+def run(cmds: list[list[str]], outs: list[Path]) -> dict:
+    """Run the commands at once, each with stdout to its file; wall time, CPU, peak RSS."""
+    load0 = os.getloadavg()[0]
     t0 = time.monotonic()
-    with open(out, "w") as fh:
-        p = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.PIPE, text=True)
-        tree = 0
-        while p.poll() is None:
-            tree = max(tree, peak_tree_rss(p.pid))
-            time.sleep(0.1)
-        err = p.stderr.read()
-    took = time.monotonic() - t0
-    import resource
-
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    largest = ru.ru_maxrss * 1024  # the largest process so far (the runs before this one included)
-    cpu = ru.ru_utime + ru.ru_stime - measure.cpu_before
-    measure.cpu_before = ru.ru_utime + ru.ru_stime
-    if p.returncode not in (0, 1):
-        raise SystemExit(f"scan failed ({p.returncode}): {err.strip()[:500]}")
-    return {"seconds": took, "out": out, "tree_rss": tree, "largest_rss": largest, "cpu": cpu}
-
-
-measure.cpu_before = 0.0  # type: ignore[attr-defined]
-
-
-def check(d: Path, out: Path, count: int) -> tuple[int, int, list[str]]:
-    truth = {}
-    with open(d / "truth.jsonl") as fh:
-        for i, line in enumerate(fh):
-            if i >= count:
-                break
-            t = json.loads(line)
-            truth[t["job_id"]] = t
-    wrong = []
-    seen = 0
-    with open(out) as fh:
-        for line in fh:
-            r = json.loads(line)
-            t = truth.get(r["job_id"])
-            if t is None:
-                wrong.append(f"{r['job_id']}: not a generated job")
+    procs = []
+    for cmd, out in zip(cmds, outs):
+        fh = open(out, "wb")
+        procs.append((subprocess.Popen(cmd, stdout=fh, stderr=subprocess.PIPE), fh))
+    tree = largest = 0
+    usage = {}
+    while len(usage) < len(procs):
+        now = 0
+        for p, _ in procs:
+            if p.pid in usage:
                 continue
-            seen += 1
-            got = (r["status"], r["category"], r["rank"])
-            want = (t["status"], t["category"], t["rank"])
-            if got != want:
-                wrong.append(f"{r['job_id']} ({t['layout']}): got {got}, truth {want}")
-    return seen, len(truth), wrong
+            rss, hwm = tree_sample(p.pid)
+            now += rss
+            largest = max(largest, hwm)
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                p.returncode = os.waitstatus_to_exitcode(status)
+                usage[p.pid] = ru
+        tree = max(tree, now)
+        time.sleep(0.1)
+    took = time.monotonic() - t0
+    for p, fh in procs:
+        fh.close()
+        err = p.stderr.read().decode(errors="replace")
+        if p.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(p.args[:6])} ... failed ({p.returncode}): {err.strip()[:500]}")
+    return {"seconds": took, "cpu": sum(ru.ru_utime + ru.ru_stime for ru in usage.values()),
+            "largest": max([largest] + [ru.ru_maxrss * 1024 for ru in usage.values()]), "tree": tree,
+            "load": (load0, os.getloadavg()[0])}
+
+
+def scan_cmd(paths: list[str], *extra: str) -> list[str]:
+    return [sys.executable, "-m", "slurmdoc", "scan", "--format", "json", *extra, *paths]
+
+
+def right(row: dict, t: dict) -> bool:
+    if row["status"] != t["status"]:
+        return False
+    if t["status"] != "failed":
+        return True
+    return row["category"] in t["categories"] and (t["rank"] == "all" or row["rank"] == t["rank"])
+
+
+def known_misses(d: Path) -> set[str]:
+    """The fixture cases whose own scan (fixtures/, unpadded) disagrees with their truth."""
+    out = d / "fixtures-scan.json"
+    if not out.exists():
+        run([scan_cmd([str(fleetgen.FIXTURES / g) for g in fleetgen.GROUPS])], [out])
+    rows = json.loads(out.read_text())["jobs"]
+    by_dir = {}
+    for r in rows:
+        w = Path(r["where"])
+        by_dir[str(w if w.is_dir() else w.parent)] = r
+    misses = set()
+    for name, case, truth in fleetgen.cases():
+        t = {"status": truth.get("expect_status", "failed"), "categories": [truth.get("category"), "unknown"]
+             if truth.get("root_source_line") is None else [truth.get("category")], "rank": truth.get("root_rank")}
+        r = by_dir.get(str(case))
+        if r is None or not right(r, t):
+            misses.add(name)
+    return misses
+
+
+def check(out: Path, truths: list[dict], misses: set[str]) -> dict:
+    by_job = {t["job"]: t for t in truths}
+    seen: dict[str, int] = {}
+    wrong, known, problems = 0, 0, []
+    with open(out) as fh:
+        doc = json.load(fh)
+    for row in doc["jobs"]:
+        m = JOB_DIR.search(row["where"])
+        t = by_job.get(m.group(1)) if m else None
+        if t is None:
+            problems.append(f"row for {row['where']}: not one generated job (merged with another?)")
+            continue
+        seen[t["job"]] = seen.get(t["job"], 0) + 1
+        if row["job_id"] not in (None, t["job"]):
+            problems.append(f"job_{t['job']}: read as job {row['job_id']}")
+        if not right(row, t):
+            if t["case"] in misses:
+                known += 1
+            else:
+                wrong += 1
+                problems.append(f"job_{t['job']} ({t['case']}): got {row['status']} {row['category']} rank {row['rank']}, "
+                                f"truth {t['status']} {t['categories']} rank {t['rank']}")
+    problems += [f"job_{j}: {n} rows" for j, n in seen.items() if n != 1]
+    problems += [f"job_{t['job']} ({t['case']}): no row" for t in truths if t["job"] not in seen]
+    return {"rows": len(doc["jobs"]), "wrong": wrong, "known": known, "problems": problems}
+
+
+def report(label: str, n: int, size: int, m: dict, c: dict) -> None:
+    print(f"{label}: {c['rows']} rows for {n} jobs ({size / 2**30:.2f} GiB) in {m['seconds']:.1f} s = "
+          f"{n / m['seconds']:.1f} jobs/s, {size / 2**20 / m['seconds']:.0f} MiB/s; CPU {m['cpu']:.1f} s "
+          f"({m['cpu'] / n * 1000:.0f} ms/job); peak RSS largest process {m['largest'] / 2**20:.0f} MiB, "
+          f"process tree {m['tree'] / 2**20:.0f} MiB; load average {m['load'][0]:.1f} -> {m['load'][1]:.1f}; "
+          f"verdicts wrong {c['wrong']} (+{c['known']} from known misses of the fixtures)", flush=True)
+    for p in c["problems"][:10]:
+        print("  " + p, flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", default="/tmp/slurmdoc-scanbench")
-    ap.add_argument("--jobs-count", type=int, nargs="+", default=[1000, 5000], help="scan the first N jobs (several N: RSS growth)")
+    ap.add_argument("--dir", default="/tmp/slurmdoc-fleet")
+    ap.add_argument("--count", type=int, default=5000, help="jobs in the fleet")
+    ap.add_argument("--counts", type=int, nargs="+", default=[1000, 5000], help="scan the first N jobs (several: RSS growth)")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--no-shards", action="store_true")
     ap.add_argument("--max-mib", type=float, default=20.0)
-    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=13)
     a = ap.parse_args()
     d = Path(a.dir)
-    need = max(a.jobs_count)
-    have = sum(1 for _ in open(d / "truth.jsonl")) if (d / "truth.jsonl").exists() else 0
-    if have < need:
+    d.mkdir(parents=True, exist_ok=True)
+    want = {"count": a.count, "max_mib": a.max_mib, "seed": a.seed}
+    gen = d / "generated.json"
+    if not gen.exists() or json.loads(gen.read_text()) != want:
         t = time.monotonic()
-        generate(d, need, a.max_mib, a.seed)
-        print(f"generated {need} jobs in {time.monotonic() - t:.0f} s", file=sys.stderr)
-    truth = [json.loads(x) for x in open(d / "truth.jsonl")]
-    for n in a.jobs_count:
-        ids = [t["job_id"] for t in truth[:n]]
-        logs = [str(d / "logs")]
-        if n < len(truth):  # the first n jobs' files, named one by one
-            keep = set(ids)
-            logs = sorted(str(p) for p in (d / "logs").iterdir() if _job_of(p.name) in keep)
-        size = sum(t["bytes"] for t in truth[:n])
+        fleetgen.generate(d, a.count, a.max_mib, a.seed)
+        print(f"generated {a.count} jobs in {time.monotonic() - t:.0f} s", flush=True)
+    truths = [json.loads(x) for x in open(d / "truth.jsonl")]
+    size_all = sum(t["bytes"] for t in truths)
+    print(f"fleet: {len(truths)} jobs from {len({t['case'] for t in truths})} fixture cases, {size_all / 2**30:.2f} GiB, "
+          f"{sum(t['files'] for t in truths)} files, largest job {max(t['bytes'] for t in truths) / 2**20:.1f} MiB; "
+          f"{os.cpu_count()} CPUs", flush=True)
+    misses = known_misses(d)
+    print(f"fixture cases wrong at their own size (known misses): {len(misses)}: {', '.join(sorted(misses))}", flush=True)
+    single = None
+    peaks: dict[int, list[tuple[int, int]]] = {}
+    failures = 0
+    for n in a.counts:
+        part = truths[:n]
+        size = sum(t["bytes"] for t in part)
+        paths = [str(d / "logs")] if n >= len(truths) else [str(d / "logs" / f"job_{t['job']}") for t in part]
         for w in a.workers:
-            m = measure(d, logs, w)
-            seen, total, wrong = check(d, m["out"], n)
-            print(f"jobs={n} workers={w}: {seen}/{total} jobs in {m['seconds']:.1f} s = {n / m['seconds']:.1f} jobs/s "
-                  f"({size / m['seconds'] / 2**20:.0f} MiB/s of {size / 2**30:.2f} GiB; CPU {m['cpu']:.1f} s, "
-                  f"{m['cpu'] / n * 1000:.0f} ms/job); peak RSS largest process "
-                  f"{m['largest_rss'] / 2**20:.0f} MiB, process tree {m['tree_rss'] / 2**20:.0f} MiB; "
-                  f"verdicts wrong: {len(wrong)}")
-            for x in wrong[:10]:
-                print("  " + x)
-
-
-def _job_of(name: str) -> str:
-    base = name.split(".")[0]
-    return base.split("-")[1] if base.startswith("train-") else base.split("-")[-1]
+            out = d / f"scan-{n}-{w}.json"
+            m = run([scan_cmd(paths, "--jobs", str(w))], [out])
+            c = check(out, part, misses)
+            report(f"jobs={n} --jobs {w}", n, size, m, c)
+            failures += c["wrong"] + len(c["problems"])
+            peaks.setdefault(w, []).append((n, m["largest"]))
+            first = d / f"scan-{n}-{a.workers[0]}.json"
+            if w != a.workers[0]:
+                same = out.read_bytes() == first.read_bytes()
+                failures += not same
+                print(f"  --jobs {w} vs --jobs {a.workers[0]}: {'byte-identical' if same else 'DIFFERENT'}", flush=True)
+            if n >= len(truths) and w == 1:
+                single = out
+    if not a.no_shards:
+        outs = [d / f"part-{i}.jsonl" for i in range(3)]
+        paths = [str(d / "logs")]
+        m = run([[sys.executable, "-m", "slurmdoc", "scan", "--shard", f"{i}/3", *paths] for i in range(3)], outs)
+        merged = d / "merged.json"
+        m2 = run([[sys.executable, "-m", "slurmdoc", "scan", "merge", "--format", "json", *map(str, outs)]], [merged])
+        m["seconds"] += m2["seconds"]
+        m["cpu"] += m2["cpu"]
+        m["largest"] = max(m["largest"], m2["largest"])
+        c = check(merged, truths, misses)
+        report(f"jobs={len(truths)} 3 shards at once + merge ({m2['seconds']:.1f} s of it)", len(truths), size_all, m, c)
+        failures += c["wrong"] + len(c["problems"])
+        if single is not None:
+            same = merged.read_bytes() == single.read_bytes()
+            failures += not same
+            print(f"merged parts vs one scan: {'byte-identical' if same else 'DIFFERENT'}", flush=True)
+    for w, ps in peaks.items():
+        print(f"--jobs {w}: peak RSS of the largest process by jobs scanned: "
+              + ", ".join(f"{n}: {rss / 2**20:.0f} MiB" for n, rss in ps), flush=True)
+    if failures:
+        raise SystemExit(f"{failures} wrong verdict(s) or problem(s)")
 
 
 if __name__ == "__main__":
