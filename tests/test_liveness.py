@@ -92,3 +92,14 @@ def test_a_repeated_report_followed_by_progress_is_outlived(write):
     text = _steps(1, 5, "0.8") + _steps(5, 8, "nan") + _steps(8, 30, "0.7")
     d = diagnose([write("j.log", "\n".join(text))])
     assert d.status == "no_failure" and d.handled and d.handled[0].resumed_at.endswith(":29")  # the last line
+
+
+def test_an_error_recurring_between_steps_is_outlived_from_its_first_line(write):
+    # a side service's error printed again and again while the steps advance (a metrics
+    # uploader failing): an event, not a state; the run outlived it even though the log
+    # happens to end on one of its repetitions
+    text = []
+    for i in (44, 60, 83):
+        text += [f"Epoch 0:   1%|▋         | {i}/4943 [00:11<21:31,  3.79it/s, loss=7.11]", "uploader: ERROR Error while calling the metrics API: internal error (500)"]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "no_failure" and d.handled

@@ -251,7 +251,9 @@ class Collector:
         else:
             if len(self.contexts) < 1000:
                 self.contexts.append(f)
-            if rule.spec.exit_evidence and len(self.exits) < 1000 and nonzero(f):
+            # a launcher's verdict is raised only when a child failed: cut before its exit
+            # code (a paste, a tail), it still says that much
+            if rule.spec.exit_evidence and len(self.exits) < 1000 and (nonzero(f) or (rule.spec.launcher_verdict and "exitcode" not in f.captures)):
                 self.exits.append(f)
 
     def _note_seq(self, refs: list[RankRef], caps: dict[str, str]) -> None:

@@ -6,9 +6,10 @@ progress mark after it, ingest.activity), or reaches a clean end (a `clean_end` 
 line), the finding is listed as handled and is never the root cause. A clean end said for
 the whole job (no rank of its own) covers every printer's earlier findings.
 
-A report the printer repeats (the same rule's line again and again, e.g. a loss printed as
-NaN at every step) is outlived only by progress after its last repetition: a run that
-recovered shows finite steps after it, a diverged one never does.
+A state rather than an event (a `persists` rule: a loss printed as NaN) that the printer
+repeats is outlived only by progress after its last repetition: a run that recovered shows
+finite steps after it, a diverged one never does. Any other report is outlived by progress
+after its first line (a side service's error recurring between steps does not stop them).
 
 Only the same printer counts: a rank's prefix or per-rank file, or the one unprefixed
 stream of an input that has no ranked printers (a plain single-process log). A launcher's
@@ -74,8 +75,8 @@ class Liveness:
             # a tag (Ray's `(Worker pid=N)`): not one printer whose progress can be read
             return None
         last = f.event.linenos[-1] if f.event.linenos else first.lineno
-        if f.repeated_at is not None:
-            last = max(last, f.repeated_at)  # a report repeated up to here is outlived only after it
+        if f.repeated_at is not None and f.rule.spec.persists:
+            last = max(last, f.repeated_at)  # a state repeated up to here is outlived only after it
         mark = self.progress.get(key)
         if mark is not None and mark[0] == first.source and mark[1] > last:
             return f"{self.c.sources[mark[0]].path}:{mark[1]}"

@@ -147,6 +147,7 @@ class RuleSpec(_Strict):
     # named inside an error message (below a prefix, a file name and a launcher)
     rank_source: Literal["launcher", "message"] = "launcher"
     clean_end: bool = False  # the line shows its printer (or the job) ended cleanly
+    persists: bool = False  # a state, not an event: judged at its printer's last repetition
 
     @field_validator("exclude", "refine_with", "keywords", "patterns", "label", mode="before")
     @classmethod

@@ -436,9 +436,16 @@ class Assembler:
             elif key == "traceback":
                 field = i
         if field is None:
-            return
+            # the entry is cut before its traceback field (a paste, a tail): its exit code
+            # is the launcher's whole report on that rank
+            code = next((i for i, ll in enumerate(entry) if (m := ENTRY_FIELD.match(ll.text)) and m.group(1) == "exitcode"), None)
+            if code is None:
+                return
+            field = code
         head = entry[field]
         value = ENTRY_FIELD.match(head.text).group(2).rstrip()  # type: ignore[union-attr]
+        if ENTRY_FIELD.match(head.text).group(1) == "exitcode":  # type: ignore[union-attr]
+            value = head.text.strip()  # `exitcode  : 2 (pid: N)`, as the rules know it
         if not value or value.startswith("<"):
             return  # <N/A>: torchrun has no traceback for it
         who = RankRef(head.source, rank=rank, via="launcher") if rank is not None else head.who  # the summary names the rank
