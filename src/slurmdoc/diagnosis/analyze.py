@@ -6,7 +6,8 @@
   liveness   findings their printer outlived (progress or a clean end after them): handled
   order      root choice: the strongest rung, then the earliest; else the most telling symptom
   straggler  a hang-like root: the rank that stopped first
-  explain    the RootCause model, its remediation, the symptoms, the verdict line
+  explain    the RootCause model, the symptoms, the verdict line
+  advice     the root's remediation: templates filled, conditional lines kept by the facts
   launchers  a launcher's named failure held against the root the log shows
   replay     several attempts in one log: one diagnosis per attempt, the last one's wins
 """

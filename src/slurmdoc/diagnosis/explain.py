@@ -1,17 +1,16 @@
 """Stage 6 of the diagnosis: explanation. The chosen root becomes the RootCause model
 (its ranks, node, the evidence lines behind it, refinements by other findings, the
-remediation filled from the rule's templates); the other findings become symptoms; one
-verdict line says it all.
+remediation, filled by advice.py from the rule's templates and the facts); the other
+findings become symptoms; one verdict line says it all.
 """
 
 from __future__ import annotations
 
 import re
-import string
 from datetime import datetime
-from functools import lru_cache
 from typing import Optional
 
+from slurmdoc.diagnosis.advice import facts_of, fill_field, label_of, remediation
 from slurmdoc.diagnosis.findings import Collector, Finding, Group, before, nonzero
 from slurmdoc.diagnosis.hang import Stall
 from slurmdoc.diagnosis.ladder import level_of
@@ -19,29 +18,10 @@ from slurmdoc.diagnosis.layout import Layout
 from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.order import named_elsewhere
 from slurmdoc.diagnosis.ranks import describe, ranges, to_int
-from slurmdoc.engine.loader import Rule
-from slurmdoc.engine.schema import FACTS
-from slurmdoc.engine.template import evaluate, parse
-from slurmdoc.models import Handled, Remediation, RootCause, Symptom
+from slurmdoc.models import Handled, RootCause, Symptom
 from slurmdoc.slurm.exitcodes import SIGNAL_CATEGORY
 
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
-OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
-
-
-@lru_cache(maxsize=4096)
-def _template(field_: str):
-    return parse(field_)
-
-
-def fill_field(field_: str, values: dict) -> Optional[str]:
-    """A placeholder's text: a value, or a helper computed from values (engine.template)."""
-    if field_ in values:
-        return str(values[field_])
-    try:
-        return evaluate(_template(field_), values)
-    except (ValueError, TypeError, ArithmeticError):
-        return None
 
 
 # Windows status codes a crashed child exits with (NTSTATUS): access violation, stack
@@ -159,7 +139,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         if code is None and (m := EXIT_STATUS.search(root.message())):
             code = m.group(1)
         category = exit_category(code) or "unknown"
-        exit_code = code
+        exit_code = code if exit_category(code) else None
     # context that explains this kind of failure (NCCL on TCP sockets behind a timeout)
     explained = [f for f in c.contexts if rule.category in f.rule.spec.explains][:3]
     for f in explained:
@@ -228,98 +208,6 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
         label=label_of(rule, caps, exit_code),
     )
     return model, key
-
-
-PHASE_WORDS = {"forward": "forward pass", "backward": "backward pass", "optimizer": "optimizer step"}
-
-
-def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, phase: Optional[str], outside: dict, promoted: bool = False) -> dict[str, object]:
-    """The facts a conditional fix line may test (engine.schema.FACTS) and the built-in
-    values they bring: the root's rank, how many ranks failed, the phase its traceback
-    shows, and what the job's accounting says (`outside`, slurm.triage.job_facts)."""
-    out: dict[str, object] = {k: v for k, v in outside.items() if v is not None}
-    out["rank_zero"] = rank == 0
-    out["rank_nonzero"] = rank is not None and rank != 0
-    out["all_ranks"] = everyone
-    out["one_rank"] = len(ranks) == 1 and total > 1 and not everyone
-    out["no_cause"] = promoted
-    if phase:
-        out["phase"] = PHASE_WORDS.get(phase, phase)
-        out[f"phase_{phase}"] = True
-    return out
-
-
-def remediation(total: int, rule: Rule, caps: dict[str, str], facts: Optional[dict] = None, **builtins) -> Remediation:
-    facts = facts or {}
-    values = {k: v for k, v in builtins.items() if v is not None and v != []}
-    values["ranks"] = describe(values["ranks"], total) if "ranks" in values else "a process (rank unknown)"
-    values.update({k: v for k, v in facts.items() if k not in FACTS and v is not None})
-    values.update({k: v for k, v in caps.items() if v is not None})
-
-    def holds(name: str) -> bool:
-        if name in FACTS:
-            return bool(facts.get(name))
-        return fill_field(name, values) is not None
-
-    def fill(text: str, drop_if_missing: bool) -> Optional[str]:
-        out = []
-        for lit, name, spec, conv in string.Formatter().parse(text):
-            out.append(lit)
-            if name is None:
-                continue
-            got = fill_field(name, values)
-            if got is not None:
-                out.append(got)
-            elif drop_if_missing:
-                return None
-            else:
-                out.append("?")
-        return "".join(out).strip()
-
-    def fill_text(text: str) -> str:
-        # [[ ... ]] is left out when a placeholder inside it has no value
-        text = OPTIONAL.sub(lambda m: fill(m.group(1), True) is not None and m.group(1) or "", text)
-        done = fill(text, False) or ""
-        return done[:1].upper() + done[1:]
-
-    spec = rule.spec.remediation
-    def fill_fix(text: str) -> Optional[str]:
-        # [[ ... ]] is left out when a value inside is missing; any other missing value
-        # drops the whole line
-        text = OPTIONAL.sub(lambda m: fill(m.group(1), True) is not None and m.group(1) or "", text)
-        return fill(text, True)
-
-    def shown(x) -> Optional[str]:
-        if isinstance(x, str):
-            return x
-        if all(holds(n) for n in x.if_) and not any(holds(n) for n in x.unless):
-            return x.text
-        return None
-
-    fixes = [t for t in (fill_fix(x) for x in (shown(x) for x in spec.fix) if x is not None) if t]
-    summary = spec.straggler if (spec.straggler and "stragglers" in values) else spec.summary
-    return Remediation(summary=fill_text(summary), why=fill_text(spec.why) if spec.why else None, fix=tuple(fixes))
-
-
-def label_of(rule: Rule, caps: dict[str, str], exitcode: Optional[str] = None) -> Optional[str]:
-    """The rule's label, the first alternative whose placeholders all have values; for an
-    exit status alone (a rule without a label), the signal it shows."""
-    values = {k: v for k, v in caps.items() if v is not None}
-    for text in rule.spec.label:
-        out = []
-        for lit, name, _, _ in string.Formatter().parse(text):
-            out.append(lit)
-            if name is None:
-                continue
-            got = fill_field(name, values)
-            if got is None:
-                break
-            out.append(got)
-        else:
-            return "".join(out).strip() or None
-    if exitcode is not None:
-        return fill_field("signal_label(x)", {"x": exitcode}) if exit_category(exitcode) else None
-    return None
 
 
 def symptoms_of(c: Collector, lay: Layout, root: Optional[Finding], root_key, root_ranks: set[int], handled: list[Finding] = ()) -> list[Symptom]:
