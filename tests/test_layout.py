@@ -15,7 +15,7 @@ from rich.console import Console
 from slurmdoc.api import diagnose
 from slurmdoc.models import Diagnosis
 from slurmdoc.report import emit, terminal
-from slurmdoc.report.layout import ordered_symptoms, trim_traceback, wrap
+from slurmdoc.report.layout import delay, ordered_symptoms, trim_traceback, wrap
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -184,6 +184,14 @@ def test_symptoms_in_time_order_with_their_delay(write):
     rows = [ln for ln in out.splitlines() if ln.startswith(tuple(s.category + " " for s in syms))]
     assert [r.split()[0] for r in rows] == [s.category for s in syms]
     assert "+10 min" in rows[0]
+
+
+def test_a_symptom_seen_before_the_root_cause_has_a_negative_delay_not_plus_minus():
+    # DeepSpeed's launcher reports rank 1's SIGKILL after rank 0 saw its peer go away
+    d = diag(Path("fixtures/launchers/ds_sigkill"))
+    shown = [delay(s, d.root_cause) for s in d.symptoms]
+    assert any(x and x.startswith("-") for x in shown) and not any(x and x.startswith("+-") for x in shown)
+    assert "+-" not in render(d, "text", None)
 
 
 def test_tables_become_plain_rows_when_they_do_not_fit():

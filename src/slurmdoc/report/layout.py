@@ -124,13 +124,15 @@ def ordered_symptoms(d: Diagnosis) -> list[Symptom]:
 
 
 def delay(s: Symptom, rc: Optional[RootCause]) -> Optional[str]:
-    """How long after the root cause a symptom first appeared (`+600 s`), when both times are known."""
+    """How long after the root cause a symptom first appeared (`+600 s`), when both times are
+    known; before it, `-19 s` (a launcher reports a rank's death after its peers saw it)."""
     if rc is None:
         return None
     a, b = _when(rc.timestamp), _when(s.first_time)
     if a is None or b is None:
         return None
-    return "+" + human_seconds((b - a).total_seconds())
+    sec = (b - a).total_seconds()
+    return ("+" if sec >= 0 else "") + human_seconds(sec)
 
 
 def human_seconds(sec: float) -> str:
