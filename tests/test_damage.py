@@ -156,6 +156,16 @@ def test_a_drawn_box_is_not_wrapping():
     assert fix(lines) == lines
 
 
+def test_colour_codes_that_lost_their_escape_byte():
+    # a paste drops the ESC byte and leaves `[36m` ... `[0m` in the text: taken off a line
+    # that starts with one, so the prefix after it is read; elsewhere the text is kept
+    assert fix(["[36m(TrainWorker pid=41, ip=10.0.0.2)[0m Fatal Python error: Aborted", "[2m[36m(raylet)[0m [2026-01-01] worker died"]) == [
+        "(TrainWorker pid=41, ip=10.0.0.2) Fatal Python error: Aborted",
+        "(raylet) [2026-01-01] worker died",
+    ]
+    assert fix(["eta [5m] remaining [0m", "x [36m y", "[5m] waited"]) == ["eta [5m] remaining [0m", "x [36m y", "[5m] waited"]
+
+
 def test_joined_line_keeps_the_first_number_and_any_hit():
     lines = wrap(LONG[:3], 80)
     got = list(repair((i, ln, i == 2) for i, ln in enumerate(lines, 1)))

@@ -9,7 +9,8 @@ job wrote. The damage comes in a few general forms, each undone here line by lin
   several lines in a row carry it and the numbers advance with the lines (a constant offset
   from the physical line number), so a program's own `[3] ...` output is left alone;
 - line ends: `\\r\\r\\n`, and a stream whose lines end in a lone `\\r`;
-- ANSI colour and cursor codes;
+- ANSI colour and cursor codes, also colour codes whose escape byte was lost (`[36m` at
+  the start of a line);
 - tracebacks whose leading indentation was stripped: a `File "...", line N, in f` line at
   column 0 gets its indentation back, and so does the source line that follows it;
 - hard wrapping at a fixed column: the width is learnt from the input (several lines of the
@@ -31,6 +32,10 @@ from typing import Iterable, Iterator, Optional
 Line = tuple[int, str, bool]  # (line number, text, prefilter hit) as the readers yield them
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# colour codes that lost their escape byte on the way (`[36m(Worker pid=1)[0m text`): taken
+# off only from a line that starts with one, where they cannot be the program's own words
+LOST_ESC_HEAD = re.compile(r"(?:\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\]))+(?=\S)")
+LOST_ESC = re.compile(r"\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\])")
 
 FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or without a language
 FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
@@ -127,6 +132,8 @@ class Repair:
     def _clean(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
         if "\x1b" in raw:
             raw = ANSI.sub("", raw)
+        elif raw[:1] == "[" and LOST_ESC_HEAD.match(raw):
+            raw = LOST_ESC.sub("", raw)  # colour codes whose escape byte a paste dropped
         if "`" in raw:
             if FENCE.match(raw):
                 return  # decoration only
