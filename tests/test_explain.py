@@ -36,6 +36,7 @@ remediation:
     - {if: all_ranks, text: "every rank"}
     - {unless: [one_rank, all_ranks], text: "generic"}
     - {if: what, text: "what {what}"}
+    - {if: what=z, text: "what is z"}
     - {if: phase_backward, text: "in the {phase}"}
     - {unless: phase, text: "phase unknown"}
     - {if: [peak_rss, rss_at_limit], text: "peak {peak_rss} at the limit of job {job}"}
@@ -81,6 +82,7 @@ def test_the_phase_is_read_from_the_traceback_frames(write):
     lines = [f"[rank1]: {x}" for x in BACKWARD + ["BadBatch: z"]] + ["[rank0]: step 1 loss 2.0"]
     fixes = _fixes(write, lines)
     assert "in the backward pass" in fixes and "phase unknown" not in fixes
+    assert "what is z" in fixes  # name=value: the capture's value is exactly z (it is y in the other tests)
 
 
 def test_facts_from_the_job_accounting_fill_and_select_lines(write):

@@ -436,6 +436,9 @@ def test_conditional_fix_lines_load_with_facts_and_groups(tmp_path):
         ('{iff: one_rank, text: "x"}', "remediation.fix", ["unknown field 'iff'"]),
         ('{if: one_rank}', "remediation.fix", ["needs its text"]),
         ('{if: one_rank, text: "Only {rnk}"}', "remediation.fix[1]", ["'{rnk}' names no capture group"]),
+        ('{if: one_rank=1, text: "x"}', "remediation.fix[1].if", ["'one_rank=1'", "needs one (a yes/no fact is named alone)"]),
+        ('{unless: path=, text: "x"}', "remediation.fix[1].unless", ["'path='"]),
+        ('{if: pth=3, text: "x"}', "remediation.fix[1].if", ["unknown fact 'pth'"]),
     ],
 )
 def test_a_bad_conditional_fix_line_is_a_pack_error_naming_file_rule_and_field(tmp_path, line, field, words):

@@ -62,10 +62,12 @@ def remediation(total: int, rule: Rule, caps: dict[str, str], facts: Optional[di
     values.update({k: v for k, v in facts.items() if k not in FACTS and v is not None})
     values.update({k: v for k, v in caps.items() if v is not None})
 
-    def holds(name: str) -> bool:
+    def holds(cond: str) -> bool:
+        name, eq, want = cond.partition("=")
         if name in FACTS:
             return bool(facts.get(name))
-        return fill_field(name, values) is not None
+        got = fill_field(name, values)
+        return got is not None and (not eq or got.strip() == want)
 
     def fill(text: str, drop_if_missing: bool) -> Optional[str]:
         out = []

@@ -225,7 +225,10 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
         if not item.if_ and not item.unless:
             raise RuleError(fname, stem, f"remediation.fix[{i}]", "a conditional fix line needs `if` or `unless` (else write it as a plain line)")
         for key, facts in (("if", item.if_), ("unless", item.unless)):
-            for n in facts:
+            for cond in facts:
+                n, eq, value = cond.partition("=")
+                if eq and (n in FACTS or not value):
+                    raise RuleError(fname, stem, f"remediation.fix[{i}].{key}", f"'{cond}': `name=value` tests a placeholder's value, and needs one (a yes/no fact is named alone)")
                 if n not in FACTS and n not in allowed:
                     close = difflib.get_close_matches(n, sorted(set(FACTS) | allowed), n=1)
                     hint = f"; did you mean '{close[0]}'?" if close else ""

@@ -79,7 +79,8 @@ class Examples(_Strict):
 class FixWhen(_Strict):
     """A fix line shown only when facts hold: `if` (all of them hold) and `unless` (none
     does). A name is a fact of FACTS, a built-in placeholder or a capture group; a
-    placeholder or group holds when it has a value."""
+    placeholder or group holds when it has a value, `name=value` when that value is exactly
+    `value` (`exitcode=127`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     text: str = Field(min_length=1)
