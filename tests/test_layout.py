@@ -221,3 +221,13 @@ def test_a_straggler_root_block_shows_the_straggler_s_own_evidence(case):
     text = render(d, "text", None).split("WHAT TO DO")[0]
     assert f"rank {rank} (straggler)" in text
     assert f"reported at {rc.source}" in text, "the root line is named as another's report"
+
+
+def test_footers_never_claim_zero_ranks_when_no_line_named_one(write):
+    d = diagnose([write("a.log", "\n".join(f"step {s} loss 1.0" for s in range(5)))])
+    assert d.ranks_seen == 0
+    for fmt in ("markdown", "html", "text"):
+        out = render(d, fmt, None)
+        assert "0 ranks" not in out and "no line names its rank" in out, fmt
+    d = diagnose([write("b.log", "\n".join(f"{r}: step 1" for r in range(4)))])
+    assert "4 ranks seen" in render(d, "markdown", None) and "4 ranks seen" in render(d, "html", None)

@@ -14,7 +14,7 @@ from typing import Iterable, Optional
 
 from slurmdoc.diagnosis.ranks import describe, ranges
 from slurmdoc.models import Diagnosis
-from slurmdoc.report.layout import straggler_own, delay, human_seconds, ordered_symptoms, supporting, trim_traceback
+from slurmdoc.report.layout import straggler_own, delay, human_seconds, ordered_symptoms, ranks_seen, supporting, trim_traceback
 from slurmdoc.report.wording import evidence_in_words
 from slurmdoc.report.picture import GLYPH_RANK, rows_of, span
 
@@ -192,6 +192,6 @@ def render(d: Diagnosis, full: bool = False) -> str:
         parts += ['<section id="traceback"><h2>Traceback</h2>', f"<pre>{e(chr(10).join(tb))}</pre>", "</section>"]
     if d.warnings:
         parts += ["<h2>Warnings</h2><ul>"] + [f"<li>{e(w)}</li>" for w in d.warnings] + ["</ul>"]
-    parts.append(f'<p class="dim">{d.lines_read} lines from {len(d.inputs)} file(s), {d.ranks_seen} ranks seen. Made by slurmdoc.</p>')
+    parts.append(f'<p class="dim">{d.lines_read} lines from {len(d.inputs)} file(s), {e(ranks_seen(d))}. Made by slurmdoc.</p>')
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -155,6 +155,14 @@ def human_seconds(sec: float) -> str:
     return ("-" if neg else "") + txt
 
 
+def ranks_seen(d: Diagnosis) -> str:
+    """'4 ranks seen', or why none is counted: no line named its rank (a count of 0 would
+    claim that no rank ran)."""
+    if d.ranks_seen or not d.lines_read:
+        return f"{d.ranks_seen} rank{'s' if d.ranks_seen != 1 else ''} seen"
+    return "no line names its rank"
+
+
 def columns(rows: list[list[str]], width: Optional[int], indent: str = "") -> Optional[list[str]]:
     """Rows aligned in columns, or None when they would not fit in `width` (no width: always fit)."""
     if not rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
 from slurmdoc.report.wording import evidence_in_words
-from slurmdoc.report.layout import straggler_own, delay, ordered_symptoms, supporting, trim_traceback
+from slurmdoc.report.layout import straggler_own, delay, ordered_symptoms, ranks_seen, supporting, trim_traceback
 
 
 def _fence(lines: list[str]) -> str:
@@ -63,5 +63,5 @@ def render(d: Diagnosis, full: bool = False) -> str:
             out.append(f"- `{v.source}` ({v.node or 'unknown host'}): {v.note}")
     if d.warnings:
         out += ["", "## Warnings", ""] + [f"- {w}" for w in d.warnings]
-    out += ["", f"_{d.lines_read} lines from {len(d.inputs)} file(s), {d.ranks_seen} ranks seen._", ""]
+    out += ["", f"_{d.lines_read} lines from {len(d.inputs)} file(s), {ranks_seen(d)}._", ""]
     return "\n".join(out)
