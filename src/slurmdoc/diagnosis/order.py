@@ -6,6 +6,7 @@ exit is promoted.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Optional
@@ -33,7 +34,7 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     outlived (liveness) never lead."""
     alive = (lambda f: not live.handled(f)) if live is not None else (lambda f: True)
     handled = [f for f in c.causes + [g.first for g in c.symptoms.values()] + c.error_lines if not alive(f)]
-    causes = [f for f in c.causes if alive(f)]
+    causes = unquoted([f for f in c.causes if alive(f)])
     symptoms = {k: g for k, g in c.symptoms.items() if alive(g.first)}
     exits = [f for f in c.exits if alive(f)]
     if causes:
@@ -55,6 +56,27 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     if lines:
         return Choice(earliest(lines, c.skew), True, handled=handled)
     return Choice(handled=handled)
+
+
+# letters of scripts that programs' error messages are not written in (CJK, kana, hangul,
+# full-width punctuation): a line that has them around an error's words is a person's
+# sentence quoting it (an issue, a ticket, a chat), not the program's record
+PROSE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff01-\uff5e\u3001\u3002]")
+
+
+def quoted(f: Finding) -> bool:
+    """Is the finding a person's sentence that quotes the error (a one-line event whose line
+    is in another script around the error's words)?"""
+    ev = f.event
+    return (ev.kind == "line" or ev.form == "alone") and PROSE.search(ev.lines[0][:400]) is not None
+
+
+def unquoted(cands: list[Finding]) -> list[Finding]:
+    """Causes without the quotations of errors that the log also shows as records: a sentence
+    quoting `OSError: No space left on device` above the pasted log yields to the log's own
+    line of that category. A quotation with no such record stays (it is all there is)."""
+    recorded = {f.rule.category for f in cands if not quoted(f)}
+    return [f for f in cands if not (f.rule.category in recorded and quoted(f))]
 
 
 def strongest(cands: list[Finding]) -> list[Finding]:
