@@ -76,6 +76,8 @@ def test_a_conditional_line_shows_only_when_its_facts_hold(write):
     assert _fixes(write, _ranks_log([0, 1, 2, 3])) == ["always", "every rank", "what y", "phase unknown"]
     # two of four: neither one rank nor all; no capture value, so `if: what` is out
     assert _fixes(write, _ranks_log([1, 3], text="BadBatch: ")) == ["always", "generic", "phase unknown"]
+    # one printer, rank 2: whether the others raised it is not known, so neither `one_rank` nor `all_ranks`
+    assert _fixes(write, ["[rank2]: BadBatch: y"], name="one.log") == ["always", "generic", "what y", "phase unknown"]
 
 
 def test_the_phase_is_read_from_the_traceback_frames(write):
@@ -103,6 +105,12 @@ def test_bundled_advice_answers_with_facts_instead_of_generic_sentences(write):
     lines = [f"[rank{r}]: step 1 loss 2.0" for r in range(4)] + ["[rank2]: ValueError: bad value 7"]
     rem = diagnose([write("a.log", "\n".join(lines))]).root_cause.remediation
     assert "Only rank 2 raised it" in rem and "rank 0" not in rem
+    # two of four ranks: what they share; one rank's output alone: rank 2's case, never rank 0's
+    lines = [f"[rank{r}]: step 1 loss 2.0" for r in range(4)] + [f"[rank{r}]: ValueError: bad value 7" for r in (1, 3)]
+    rem = diagnose([write("a2.log", "\n".join(lines))]).root_cause.remediation
+    assert "Raised on ranks 1, 3, not on every rank" in rem and "rank 0" not in rem
+    rem = diagnose([write("a3.log", "[rank2]: ValueError: bad value 7")]).root_cause.remediation
+    assert "If only rank 2 raised it" in rem and "rank 0" not in rem
     # a CUDA OOM whose frames show the backward pass says so instead of asking for the phase
     oom = [f"[rank3]: {x}" for x in BACKWARD + ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]]
     rem = diagnose([write("b.log", "\n".join(oom + ["[rank0]: step 1 loss 2.0"]))]).root_cause.remediation

@@ -48,6 +48,7 @@ def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, 
     out["rank_nonzero"] = rank is not None and rank != 0
     out["all_ranks"] = everyone
     out["one_rank"] = len(ranks) == 1 and total > 1 and not everyone
+    out["several_ranks"] = len(ranks) > 1 and not everyone
     out["no_cause"] = promoted
     if phase:
         out["phase"] = PHASE_WORDS.get(phase, phase)

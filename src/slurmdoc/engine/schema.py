@@ -50,6 +50,7 @@ FACTS = {
     "rank_nonzero": "the root cause is on a known rank other than 0",
     "one_rank": "one rank of several failed this way",
     "all_ranks": "every rank of several failed this way",
+    "several_ranks": "more than one rank, not all, failed this way",
     "phase_forward": "the traceback shows the forward pass",
     "phase_backward": "the traceback shows the backward pass",
     "phase_optimizer": "the traceback shows the optimizer step",
