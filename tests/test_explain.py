@@ -182,3 +182,38 @@ def test_the_peak_rss_a_log_shows_answers_the_advice_when_the_accounting_does_no
     rem = diagnose([write("c.log", "\n".join(lines[:4]))], facts=job_facts("7", acct)).root_cause.remediation_parts
     assert any("300 MiB, from sacct's MaxRSS" in f and "512 MiB per node" in f for f in rem.fix)
     assert not any("sacct -j" in f for f in rem.fix)
+
+
+def test_property_a_conditional_line_shows_exactly_when_all_its_ifs_and_none_of_its_unlesses_hold(tmp_path):
+    import dataclasses
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from slurmdoc.diagnosis.advice import remediation
+    from slurmdoc.engine.loader import load_pack
+
+    names = ["rank_zero", "one_rank", "all_ranks", "rss_at_limit", "what", "what=y"]
+    d = tmp_path / "p"
+    d.mkdir()
+    (d / "bad-batch.yaml").write_text(FACT_RULE)
+    rule = load_pack(d, "user")[0]
+
+    @given(facts=st.fixed_dictionaries({n: st.booleans() for n in names[:4]}), what=st.sampled_from([None, "y", "z"]),
+           ifs=st.lists(st.sampled_from(names), max_size=3), unless=st.lists(st.sampled_from(names), max_size=3))
+    def check(facts, what, ifs, unless):
+        line = {"text": "the line"}
+        if ifs:
+            line["if"] = ifs
+        if unless:
+            line["unless"] = unless
+        spec = rule.spec.model_copy(update={"remediation": rule.spec.remediation.model_validate(
+            {"summary": "s", "fix": ["always", line] if (ifs or unless) else ["always"]})})
+        r = dataclasses.replace(rule, spec=spec)
+        caps = {"what": what} if what is not None else {}
+        holds = {**facts, "what": what is not None, "what=y": what == "y"}
+        want = bool(ifs or unless) and all(holds[n] for n in ifs) and not any(holds[n] for n in unless)
+        got = remediation(1, r, caps, facts=facts).fix
+        assert got == (("always", "the line") if want else ("always",))
+
+    check()
