@@ -217,3 +217,11 @@ def test_property_a_conditional_line_shows_exactly_when_all_its_ifs_and_none_of_
         assert got == (("always", "the line") if want else ("always",))
 
     check()
+
+
+def test_the_job_id_of_a_default_output_name_fills_the_sacct_command(write):
+    lines = ["0: step 1", "1: step 1", "srun: error: n2: task 1: Killed"]
+    rem = diagnose([write("slurm-4242.out", "\n".join(lines))]).root_cause.remediation
+    assert "sacct -j 4242 " in rem and "<job>" not in rem
+    rem = diagnose([write("train.log", "\n".join(lines))]).root_cause.remediation
+    assert "sacct -j <job> " in rem

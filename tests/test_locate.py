@@ -76,3 +76,13 @@ def test_locate_falls_back_to_slurm_jobid_out(tmp_path, monkeypatch):
 def test_scontrol_missing_is_empty(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert L.scontrol_show_job("1") == []
+
+
+def test_the_job_of_slurms_default_output_names():
+    from slurmdoc.slurm.locate import job_of_default_name
+
+    assert job_of_default_name(["/x/slurm-65.out"]) == "65"
+    assert job_of_default_name(["a/slurm-10_3.out", "b/slurm-10_3.out"]) == "10_3"
+    assert job_of_default_name(["slurm-65.out", "slurm-66.out"]) is None  # two jobs
+    assert job_of_default_name(["slurm-65.out", "job.log"]) is None
+    assert job_of_default_name(["slurm-65.err", "slurm-x.out", "myslurm-65.out"]) is None

@@ -124,8 +124,15 @@ def diagnose(
     matcher = Matcher(book)
     assembler = Assembler(matcher.interesting)
     analyzer = Analyzer([i.info for i in inputs], skew=skew)
-    if facts:
-        analyzer.facts = dict(facts)
+    facts = dict(facts or {})
+    if "job" not in facts and all(os.path.basename(i.info.path).startswith("slurm-") for i in inputs):
+        # Slurm's default output name says which job it is (slurm-%j.out)
+        from slurmdoc.slurm.locate import job_of_default_name
+
+        job = job_of_default_name([i.info.path for i in inputs])
+        if job is not None:
+            facts["job"] = job
+    analyzer.facts = facts
     parser = _parser(inputs)
     prefilter = None
     if budget is not None:

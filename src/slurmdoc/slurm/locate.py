@@ -219,3 +219,18 @@ def locate(job_id: str, sacct_stdout: Optional[str] = None, sacct_stderr: Option
     if c.work_dir:
         return locate_from_patterns([default_pattern(c)], c, "default")
     return Located(note=f"job {job_id}: slurmctld no longer knows it and sacct records no work directory; pass --log")
+
+
+_DEFAULT_NAME = __import__("re").compile(r"slurm-(\d{1,12}(?:_\d{1,9})?)\.out")
+
+
+def job_of_default_name(paths) -> Optional[str]:
+    """The job id Slurm's default output names give (`slurm-%j.out`, `slurm-%A_%a.out`), when
+    every path has such a name and they name one job; else None."""
+    ids = set()
+    for p in paths:
+        m = _DEFAULT_NAME.fullmatch(os.path.basename(p))
+        if m is None:
+            return None
+        ids.add(m.group(1))
+    return ids.pop() if len(ids) == 1 else None
