@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurmdoc.api import diagnose
+from slurmdoc.ingest.scan import Budget
 from slurmdoc.errors import InputError
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 1.23 GiB is free."
@@ -296,3 +297,13 @@ def test_damage_before_an_srun_label_keeps_the_line_with_its_rank(write, exact, 
     rc = d.root_cause
     exc_line = body.split(b"\n").index(next(x for x in body.split(b"\n") if x.endswith(b"illegal memory access was encountered"))) + 1
     assert (rc.category, rc.rank, rc.source) == ("cuda_error", 1, f"{path}:{exc_line}")
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_colour_code_inside_a_keyword_does_not_hide_the_line(write, exact):
+    # terminals colour single words: the raw bytes of `train.py: error: ...` then hold an
+    # escape sequence inside the rule's keyword; both readers find the line
+    steps = [f"step {i} loss 2.0" for i in range(20_000)]
+    line = "train.py: \x1b[1;31merror\x1b[0m: argument --lr: invalid float value: '3e-4x'"
+    d = diagnose([write("j.log", "\n".join(steps + [line] + steps[:50]) + "\n")], budget=None if exact else Budget())
+    assert d.status == "failed" and d.root_cause.rule_id == "bad-cli-arguments" and d.root_cause.source.endswith(":20001")

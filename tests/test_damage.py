@@ -70,6 +70,14 @@ def test_progress_redraws_are_not_line_ends():
     assert fix([bar]) == [bar]
 
 
+def test_lone_cr_line_ends_around_progress_bars():
+    # a whole log with `\r` line ends arrives as one physical line; its own progress bars
+    # are a few of its many lines, so the `\r`s are line ends, bars included
+    lines = ["step 1 loss 2.0", " 45%|####  | 45/100 [00:05<00:06, 9.1it/s]", *TB, "step 2 loss 1.9", "step 3 loss 1.8"]
+    assert fix(["\r".join(lines)]) == lines
+    assert numbers(["\r".join(lines)]) == list(range(1, len(lines) + 1))
+
+
 def test_lost_indentation_of_frames_comes_back():
     got = fix([ln.lstrip() for ln in TB])
     # frames and their source lines are indented again (a caret line's exact column is

@@ -92,7 +92,9 @@ def _prefilter(keywords: tuple[list[str], list[str]], engine: str) -> Prefilter:
     if pf is None:
         if len(_PREFILTERS) >= 4:
             _PREFILTERS.clear()
-        pf = _PREFILTERS[key] = Prefilter(*keywords, engine=engine)
+        # a colour code can split a keyword in the raw bytes (`: \x1b[31merror\x1b[0m: `): a
+        # coloured line is read whole, its codes taken off, and the rules' keywords tried again
+        pf = _PREFILTERS[key] = Prefilter([*keywords[0], "\x1b["], keywords[1], engine=engine)
     return pf
 
 

@@ -359,12 +359,14 @@ def _inside_word(line: str, nxt: str) -> bool:
 def _cr_ended(raw: str) -> bool:
     """Does a physical line holding `\\r`s show an input whose lines end in a lone `\\r`?
 
-    Progress bars redraw themselves with `\\r` (`45%|####  | 45/100 [...]`); an input with
-    `\\r` line ends has several pieces of which none is such a redraw."""
+    Progress bars redraw themselves with `\\r` (`45%|####  | 45/100 [...]`): most pieces of
+    such a line are redraws. An input with `\\r` line ends has several pieces, most of them
+    not redraws (its own progress bars, if any, are among many other lines)."""
     pieces = raw.split("\r")
     if len(pieces) < 3:
         return False
-    return not any("%|" in p or "it/s" in p or "s/it" in p for p in pieces)
+    bars = sum(1 for p in pieces if "%|" in p or "it/s" in p or "s/it" in p)
+    return len(pieces) - bars >= 3 and bars < len(pieces) - bars
 
 
 def repair(lines: Iterable[Line]) -> Iterator[Line]:

@@ -43,6 +43,12 @@ GLOG_TS = re.compile(r"\[?([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}
 ISO_TS = re.compile(
     r"\[?(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?\]?"
 )
+# a logging formatter's leading time and its separator (`2025-03-01 12:00:00,123 - `,
+# `[2025-03-01T12:00:00Z] `, `2025-03-01 12:00:00 | `)
+LOGGING_HEAD = re.compile(
+    r"(?:\[\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\] "
+    r"|\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)? (?:- |\| ))"
+)
 LEADING_TS_BEFORE_RANK = re.compile(r"\[?\d{4}-\d\d-\d\d[T _][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s*$")
 
 _TS_START = frozenset("[0123456789IWEF")
@@ -342,6 +348,11 @@ class PrefixParser:
         text = raw[pos:]
         if ts is None:
             ts = parse_ts(text, self.year)
+            if ts is not None and text[:1] in "[12" and (m := LOGGING_HEAD.match(text)) is not None:
+                # a logging formatter's time in front of the program's own line: a prefix, so
+                # a traceback behind it is a traceback (the stream stays the printer's)
+                pos += m.end()
+                text = raw[pos:]
         if ts is not None:
             ts = self._date(ts, text, inherit.stream if inherit is not None and pos == 0 else
                             (src.index, label, rank, local) if rank is not None or local is not None else (src.index, label, host, tag))
