@@ -177,3 +177,14 @@ def test_the_job_id_of_a_default_output_name_fills_the_sacct_command(write):
     assert "sacct -j 4242 " in rem and "<job>" not in rem
     rem = diagnose([write("train.log", "\n".join(lines))]).root_cause.remediation
     assert "sacct -j <job> " in rem
+
+
+def test_seen_category_facts_tell_what_else_the_log_shows(write):
+    killed = ["0: step 1", "1: step 1", "srun: error: n2: task 1: Killed"]
+    rem = diagnose([write("a.log", "\n".join(killed))]).root_cause.remediation
+    assert "If the job also hit its time limit" in rem
+    limit = "slurmstepd: error: *** JOB 77 ON n2 CANCELLED AT 2025-03-01T10:00:00 DUE TO TIME LIMIT ***"
+    d = diagnose([write("b.log", "\n".join(killed + [limit]))])
+    text = "\n".join(d.root_cause.remediation_parts.fix)
+    assert d.root_cause.rule_id == "killed-sigkill" and "The job also hit its time limit" in text
+    assert "If the job also hit its time limit" not in text

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import string
 from functools import lru_cache
-from typing import Optional
+from typing import Iterable, Optional
 
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.engine.loader import Rule
@@ -39,7 +39,8 @@ def fill_field(field_: str, values: dict) -> Optional[str]:
 PHASE_WORDS = {"forward": "forward pass", "backward": "backward pass", "optimizer": "optimizer step"}
 
 
-def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, phase: Optional[str], outside: dict, promoted: bool = False) -> dict[str, object]:
+def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, phase: Optional[str], outside: dict,
+             promoted: bool = False, seen: Iterable[str] = ()) -> dict[str, object]:
     """The facts a conditional fix line may test (engine.schema.FACTS) and the built-in
     values they bring: the root's rank, how many ranks failed, the phase its traceback
     shows, and what the job's accounting says (`outside`, slurm.triage.job_facts)."""
@@ -50,6 +51,8 @@ def facts_of(rank: Optional[int], ranks: list[int], total: int, everyone: bool, 
     out["one_rank"] = len(ranks) == 1 and total > 1 and not everyone
     out["several_ranks"] = len(ranks) > 1 and not everyone
     out["no_cause"] = promoted
+    for category in seen:
+        out[f"seen_{category}"] = True
     if phase:
         out["phase"] = PHASE_WORDS.get(phase, phase)
         out[f"phase_{phase}"] = True

@@ -160,7 +160,8 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
             ranks, every = failed, True
     everyone = (total > 1 and len(ranks) == total) or (every and len(ranks) > 1)
     phase = root.phase() if not stragglers else None
-    facts = facts_of(rank, ranks, total, everyone, phase, c.facts, promoted)
+    seen = [cat for cat, f in c.categories.items() if f.rule.role != "context"]
+    facts = facts_of(rank, ranks, total, everyone, phase, c.facts, promoted, seen)
     if "peak_rss" not in facts:
         # the log's own word on peak memory (a capture with that meaning, in the root's or any
         # context line: GNU time's `Maximum resident set size`, the kernel's anon-rss)

@@ -232,7 +232,8 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
                 if n not in FACTS and n not in allowed:
                     close = difflib.get_close_matches(n, sorted(set(FACTS) | allowed), n=1)
                     hint = f"; did you mean '{close[0]}'?" if close else ""
-                    raise RuleError(fname, stem, f"remediation.fix[{i}].{key}", f"unknown fact '{n}' (facts: {', '.join(FACTS)}, or a built-in placeholder or capture group){hint}")
+                    named = [f for f in FACTS if not f.startswith("seen_")] + ["seen_<category>"]
+                    raise RuleError(fname, stem, f"remediation.fix[{i}].{key}", f"unknown fact '{n}' (facts: {', '.join(named)}, or a built-in placeholder or capture group){hint}")
     for fld, text in [("remediation.summary", rem.summary), ("remediation.why", rem.why or ""), ("remediation.straggler", rem.straggler or "")] + [
         (f"remediation.fix[{i}]", t if isinstance(t, str) else t.text) for i, t in enumerate(rem.fix)
     ] + [(f"label[{i}]", t) for i, t in enumerate(spec.label)]:

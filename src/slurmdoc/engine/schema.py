@@ -57,6 +57,8 @@ FACTS = {
     "rss_at_limit": "the job's peak RSS reached 90% or more of its memory request (accounting)",
     "no_cause": "no error that starts a failure was found: this finding leads as the earliest evidence",
 }
+# and one per category: `seen_time_limit` holds when a cause or symptom of that category is in the log
+FACTS.update({f"seen_{c}": f"a finding of category {c} is in the log" for c in CATEGORIES})
 
 
 class _Strict(BaseModel):
