@@ -55,6 +55,7 @@ def test_status_9_on_a_step_is_just_a_status():
     ("OUT_OF_MEMORY", "host_oom"), ("TIMEOUT", "time_limit"), ("NODE_FAIL", "node_failure"),
     ("PREEMPTED", "preemption"), ("CANCELLED", "cancelled"), ("BOOT_FAIL", "node_failure"),
     ("DEADLINE", "time_limit"), ("COMPLETED", None), ("RUNNING", None), ("PENDING", None),
+    ("REQUEUED", "cancelled"),  # scontrol requeue; a preempted run is recorded PREEMPTED
 ])
 def test_state_categories(state, category):
     assert state_category(state) == category

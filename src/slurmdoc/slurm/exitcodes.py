@@ -76,7 +76,8 @@ STATES: dict[str, tuple[str, Optional[str]]] = {
     "DEADLINE": ("reached its --deadline before it could finish", "time_limit"),
     "REVOKED": ("revoked: a sibling of a federated job started elsewhere", None),
     "SPECIAL_EXIT": ("ended with a special exit value (requeued and held)", "unknown"),
-    "REQUEUED": ("requeued", "preemption"),
+    # `scontrol requeue` (a user, an administrator, a script); preemption records PREEMPTED
+    "REQUEUED": ("requeued (scontrol requeue: by a user, an administrator or a script), not preempted", "cancelled"),
     "RESIZING": ("changing size", None),
     "SUSPENDED": ("suspended", None),
     "PENDING": ("pending: waiting for resources or a dependency", None),
