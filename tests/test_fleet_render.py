@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 
@@ -74,3 +75,35 @@ def test_part_header():
     head, row = out.getvalue().splitlines()
     assert json.loads(head) == {"kind": "scan-part", "schema_version": 1, "shard": 1, "of": 3, "jobs_total": 70}
     assert JobRecord.from_dict(json.loads(row)) == ROWS[0]
+
+
+def test_text_status_in_colour_keeps_the_columns():
+    plain, colour = io.StringIO(), io.StringIO()
+    for out, c in ((plain, False), (colour, True)):
+        o = make_output("text", out, color=c)
+        o.start()
+        for r in ROWS:
+            o.row(r)
+    assert "\x1b[" not in plain.getvalue()
+    lines = colour.getvalue().splitlines()
+    assert "\x1b[1;31mfailed\x1b[0m" in lines[1] and "\x1b[32mno_failure\x1b[0m" in lines[2] and "\x1b[33merror\x1b[0m" in lines[3]
+    assert re.sub(r"\x1b\[[0-9;]*m", "", colour.getvalue()) == plain.getvalue()
+
+
+@pytest.mark.parametrize("args, env, coloured", [
+    ([], {}, False),  # not a terminal
+    (["--color", "always"], {}, True),
+    (["--color", "never"], {"FORCE_COLOR": "1"}, False),
+    ([], {"FORCE_COLOR": "1"}, True),
+    ([], {"FORCE_COLOR": "1", "NO_COLOR": "1"}, True),  # FORCE_COLOR wins, as for diagnose and triage
+    (["--format", "json", "--color", "always"], {}, False),  # colour is for the text rows only
+])
+def test_scan_colour_on_the_command_line(tmp_path, args, env, coloured):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "slurm-5.out").write_text('Traceback (most recent call last):\n  File "t.py", line 1, in <module>\nValueError: x\n')
+    e = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")} | env
+    p = subprocess.run([sys.executable, "-m", "slurmdoc", "scan", str(tmp_path), *args], capture_output=True, text=True, env=e)
+    assert p.returncode == 1 and ("\x1b[" in p.stdout) == coloured

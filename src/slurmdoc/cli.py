@@ -295,6 +295,7 @@ def scan(
     partition: List[str] = typer.Option([], "--partition", metavar="P", help="With --since: only these partitions."),
     state: List[str] = typer.Option([], "--state", metavar="STATE", help="With --since: only jobs that ended in these states (FAILED, TIMEOUT, ...)."),
     sacct_file: Optional[str] = typer.Option(None, "--sacct-file", metavar="FILE", help="Saved `sacct -P -D` or `--json` output instead of running sacct."),
+    color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Colour of the text rows' status: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces it), always, never."),
 ) -> None:
     """Diagnose many jobs, each on its own: one row per job, then the fleet summary (categories, signatures, per day, node suspects, unclassified rate)."""
     from slurmdoc.fleet.command import ScanRequest, run_scan
@@ -307,7 +308,7 @@ def scan(
         req = ScanRequest(paths=paths, fmt=fmt, rule_dirs=_rule_dirs(rules), jobs=jobs, shard=shard, cache=cache,
                           ledger=ledger, merge_parts=parts, suspect_min=suspect_min, top=top, since=since,
                           until=until, users=list(user), partitions=list(partition), states=list(state),
-                          sacct_file=sacct_file)
+                          sacct_file=sacct_file, color=color.value)
         try:
             code = run_scan(req, sys.stdout, lambda w: _err(f"warning: {w}"))
         except BrokenPipeError:

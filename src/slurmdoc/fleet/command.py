@@ -34,6 +34,7 @@ class ScanRequest:
     partitions: list[str] = field(default_factory=list)
     states: list[str] = field(default_factory=list)
     sacct_file: Optional[str] = None
+    color: str = "never"  # text on a terminal: auto, always, never (report.emit.wants_color)
 
     def window(self):
         if not (self.since or self.until or self.users or self.partitions or self.states or self.sacct_file):
@@ -70,7 +71,12 @@ def run_scan(req: ScanRequest, out: IO[str], warn: Callable[[str], None]) -> int
         raise InputError(f"--format {req.fmt}: not a scan format", f"use one of {', '.join(FORMATS)}")
     warnings: list[str] = []
     total, records = _records(req, warnings)
-    output = PartOut(out, parse_shard(req.shard), total) if req.shard else make_output(req.fmt, out)
+    if req.shard:
+        output = PartOut(out, parse_shard(req.shard), total)
+    else:
+        from slurmdoc.report.emit import wants_color
+
+        output = make_output(req.fmt, out, color=req.fmt == "text" and wants_color(out, req.color))
     summary = FleetSummary(suspect_min=req.suspect_min, top=req.top)
     output.start()
     for rec in records:

@@ -110,14 +110,28 @@ def summary_lines(s: dict) -> list[str]:
 COLS = (("job", 24), ("status", 10), ("category", 18), ("rank", 5), ("node", 10), ("evidence", 10))
 
 
+# SGR colours of the status cell on a terminal (the same as triage's: failed red, healthy green)
+STATUS_SGR = {"failed": "1;31", "no_failure": "32", "error": "33"}
+
+
 class TextOut(Output):
+    """Rows as they come, in fixed columns; with `color`, the status cell in colour (padding
+    counted on the plain text, so the columns line up either way)."""
+
+    def __init__(self, out: IO[str], color: bool = False) -> None:
+        super().__init__(out)
+        self.color = color
+
     def start(self) -> None:
         self.out.write("  ".join(f"{n.upper():<{w}}" for n, w in COLS) + "  SIGNATURE\n")
 
     def row(self, r: JobRecord) -> None:
         vals = (_short(_job(r), COLS[0][1]), r.status, r.category or "-",
                 "-" if r.rank is None else str(r.rank), r.node or "-", r.evidence or "-")
-        cells = "  ".join(f"{v:<{w}}" for v, (_, w) in zip(vals, COLS))
+        padded = [f"{v:<{w}}" for v, (_, w) in zip(vals, COLS)]
+        if self.color and r.status in STATUS_SGR:
+            padded[1] = f"\x1b[{STATUS_SGR[r.status]}m{r.status}\x1b[0m" + padded[1][len(r.status):]
+        cells = "  ".join(padded)
         tail = r.signature or (r.error or "")
         self.out.write(f"{cells}  {tail}{_use(r)}\n")
 
@@ -160,5 +174,7 @@ class MarkdownOut(Output):
         self.out.write("\n## Summary\n\n```\n" + "\n".join(summary_lines(summary)) + "\n```\n")
 
 
-def make_output(fmt: str, out: IO[str]) -> Output:
-    return {"text": TextOut, "json": JsonOut, "jsonl": JsonlOut, "markdown": MarkdownOut}[fmt](out)
+def make_output(fmt: str, out: IO[str], color: bool = False) -> Output:
+    if fmt == "text":
+        return TextOut(out, color)
+    return {"json": JsonOut, "jsonl": JsonlOut, "markdown": MarkdownOut}[fmt](out)
