@@ -445,7 +445,7 @@ def epilog(
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="Extra rule directory (repeatable)."),
     no_sacct: bool = typer.Option(False, "--no-sacct", help="Do not ask sacct (accounting from the exit code and scontrol only)."),
 ) -> None:
-    """The post-job hook: diagnose the job's log, join it with the accounting record, write slurm-JOBID.slurmdoc.txt/.json next to the log."""
+    """The post-job hook: diagnose the job's log, join it with the accounting record, write slurm-JOBID.slurmdoc.txt/.json (and .html with --html) next to the log."""
     import threading
 
     def _give_up() -> None:
