@@ -332,3 +332,11 @@ def test_a_progress_line_ends_the_exception_message():
     for nxt in ("step 11 loss 1.9", "iteration 12/100 | lm loss: 2.1", "Epoch 0:  40%|####      | 4/10"):
         (tb,) = [e for e in events(TB + "\n" + nxt + "\nmore output") if e.kind == "traceback"]
         assert tb.lines[-1] == "ValueError: bad", nxt
+
+
+def test_a_lowercase_name_and_colon_after_frames_is_not_an_exception_line():
+    # exception classes are capitalised or dotted: `env: ...` after a traceback cut before its
+    # exception line is the program's (or the shell's) next output, and the traceback is cut
+    text = "\n".join(TB.split("\n")[:5] + ["env: MODULEPATH entry /opt/modules added"])
+    (ev,) = [e for e in events(text) if e.kind == "traceback"]
+    assert ev.exception_idx == [] and ev.form == "cut" and "env:" not in "\n".join(ev.lines)

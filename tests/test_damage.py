@@ -171,7 +171,16 @@ def test_colour_codes_that_lost_their_escape_byte():
         "(TrainWorker pid=41, ip=10.0.0.2) Fatal Python error: Aborted",
         "(raylet) [2026-01-01] worker died",
     ]
+    assert fix(["[36mshort[0m"]) == ["short"]  # short lines too (the fast path)
     assert fix(["eta [5m] remaining [0m", "x [36m y", "[5m] waited"]) == ["eta [5m] remaining [0m", "x [36m y", "[5m] waited"]
+
+
+def test_a_heading_made_of_a_bold_log_line():
+    assert fix(["### **FileNotFoundError: [Errno 2] No such file or directory: 'x'**", "## **Step 3"]) == [
+        "FileNotFoundError: [Errno 2] No such file or directory: 'x'",
+        "Step 3",
+    ]
+    assert fix(["# comment in a config dump", "### Not bold"]) == ["# comment in a config dump", "### Not bold"]
 
 
 def test_joined_line_keeps_the_first_number_and_any_hit():

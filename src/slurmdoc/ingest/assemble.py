@@ -45,8 +45,9 @@ CHAIN_MARKER = re.compile(
 )
 # `pkg.mod.SomeError: message`, `KeyboardInterrupt`, `torch.OutOfMemoryError: ...`
 # an exception line: `Name: message`, a dotted `module.name`, or a bare `Name` (classes are
-# capitalised: a bare lowercase word after the frames is the program's next output)
-EXC_LINE = re.compile(r"(?:(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*|[A-Za-z_]\w*(?=:|\[)|[A-Z]\w*)(?:\[[^\]]*\])?(?::(?: .*)?)?$")
+# capitalised: a lowercase word after the frames, bare or before a colon, `env: ...`, is the
+# program's next output)
+EXC_LINE = re.compile(r"(?:(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*|[A-Z_]\w*)(?:\[[^\]]*\])?(?::(?: .*)?)?$")
 RECORD_START = re.compile(
     r"\[?[IWEF]\d{4} \d\d:\d\d|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d|Traceback \(most|terminate called|frame #\d+:"
 )

@@ -4,7 +4,8 @@ A log that reached us through an issue thread, a chat or a terminal is rarely th
 job wrote. The damage comes in a few general forms, each undone here line by line:
 
 - Markdown decoration: code fences (```` ``` ````, ```` ```text ````, a fence glued to the
-  first or last log line) and `**` bold markers around a line;
+  first or last log line), `**` bold markers around a line, a heading made of a bold line
+  (`### **RuntimeError: ...**`);
 - a line-number column added by a log viewer, `[12345] ` or `  123 | `: taken off only when
   several lines in a row carry it and the numbers advance with the lines (a constant offset
   from the physical line number), so a program's own `[3] ...` output is left alone;
@@ -39,6 +40,7 @@ LOST_ESC = re.compile(r"\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\])")
 
 FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or without a language
 FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
+HEADING_BOLD = re.compile(r"#{1,6} \*\*(?=\S)")
 BOLD_LINE = re.compile(r"\s*\*\*(?:(.*?)\*\*)?:?\s*$")
 COLUMN = re.compile(r"(?:\[(\d{1,9})\](?: |$)| *(\d{1,9}) \|(?: |$))")
 COLUMN_CONFIRM = 4  # lines in a row that must carry a consistent column before it is removed
@@ -141,6 +143,11 @@ class Repair:
                 raw = FENCE_HEAD.sub("", raw, 1)
             if raw.endswith("```"):
                 raw = raw[:-3]
+        if raw[:1] == "#" and (m := HEADING_BOLD.match(raw)) is not None:
+            # a Markdown heading made of a log line (`### **Error: ...**`)
+            raw = raw[m.end():]
+            if raw.endswith("**"):
+                raw = raw[:-2]
         if raw.lstrip().startswith("**"):
             m = BOLD_LINE.match(raw)
             if m is not None:
@@ -386,14 +393,16 @@ def repair(lines: Iterable[Line]) -> Iterator[Line]:
     yield from r.flush()
 
 
-_SUSPECT_FIRST = frozenset('*F[ 0123456789')
+_SUSPECT_FIRST = frozenset('*#F[ 0123456789')
 
 
 def _suspect_start(raw: str) -> bool:
     """May this line start with decoration, a line-number column or an unindented frame?"""
     c = raw[0]
     if c == "[":
-        return raw[1:2].isdigit() and COLUMN.match(raw) is not None
+        return raw[1:2].isdigit() and (COLUMN.match(raw) is not None or LOST_ESC_HEAD.match(raw) is not None)
+    if c == "#":
+        return HEADING_BOLD.match(raw) is not None
     if c == "F":
         return raw.startswith('File "')
     if c == "*":
