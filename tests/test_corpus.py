@@ -25,13 +25,6 @@ CASES = case_dirs("slurm", "documented", "launchers")
 SLURM_CASES = case_dirs("slurm")
 LAUNCHER_CASES = case_dirs("launchers")
 
-_SPAWN_EMBEDDED = (
-    "torch.multiprocessing.spawn's ProcessRaisedException embeds the child's traceback after '-- "
-    "Process N terminated with the following error:'; the embedded exception line is the root "
-    'line and N its rank, but the outer ProcessRaisedException line is taken (python_exception, '
-    'no rank)'
-)
-
 _RAY_RANK = (
     "Ray Train: the failing worker's lines carry '(RayTrainWorker pid=N)', the controller's "
     "'Started training worker group' lines map pid N to world_rank, and the driver's "
@@ -39,25 +32,14 @@ _RAY_RANK = (
     "the rank is None"
 )
 
-_SHAPE = (
-    "torch's shape-mismatch RuntimeError raised by a layer on one rank ('Given "
-    "normalized_shape=[16], expected input with shape [*, 16], but got input of size[8, 15]') "
-    "is classified python_exception, not shape_divisibility"
-)
-
 # case (relative to fixtures/) -> what slurmdoc gets wrong today
 KNOWN_MISSES: dict[str, str] = {
-    "launchers/ray_nan": "liveness: the driver's unprefixed ray.get timeout tracebacks (retried, handled) are not "
-    "tied to the driver's later progress among Ray's pid-tagged printers, so the first of them leads instead of "
-    "rank 1's FloatingPointError (line 111)",
     # fixtures/launchers/: the general form of each miss, for the builders to fix
     "launchers/mpi_exit_silent": (
         "mpirun's report block ('The first process to do so was: Process name: [[J,1],R] Exit "
         "code: N') is launcher evidence of rank R's non-zero exit; the peers' later gloo "
         "'Connection closed by peer' errors are taken as the root (nccl_error on rank 0)"
     ),
-    "launchers/mpi_shape": _SHAPE,
-    "launchers/pl_shape": _SHAPE,
     "launchers/pl_sigkill": (
         'a rank SIGKILLed under a launcher that reports nothing (Lightning ddp): the rank that '
         "stops printing while its peer reports gloo 'Connection reset by peer' is the root "
@@ -77,8 +59,6 @@ KNOWN_MISSES: dict[str, str] = {
         "peer's gloo 'Connection reset by peer', the driver's WorkerGroupError traceback, exit 1) "
         "is reported as no failure"
     ),
-    "launchers/spawn_numpy_oom": _SPAWN_EMBEDDED,
-    "launchers/spawn_oom": _SPAWN_EMBEDDED,
     "launchers/spawn_straggler": (
         "torch.multiprocessing.spawn, collective timeout: the embedded gloo 'Timed out waiting "
         "... for send operation' of process 0 is taken as python_exception with no rank; the root"

@@ -205,6 +205,7 @@ HEADERLESS = (
     "then the exception line) is not assembled, so its exception line does not become the root"
 )
 TAIL_HEADERLESS_MISSES: dict[str, str] = {
+    'launchers/spawn_oom': CONTEXT_CUT,  # the child's process index is named on the line above its traceback
     'documented/invalid_device_ordinal': HEADERLESS,
     'slurm/srun_eaddrinuse': HEADERLESS,
 }
@@ -314,7 +315,14 @@ DAMAGE: dict[str, Callable[[st.DataObject], Callable[[list[str]], list[str]]]] =
 LINE_ENDS = {"crlf": "\r\n", "cr": "\r"}
 
 # (case, damage) -> the general form that fails today for another reason than paste damage
-DAMAGE_MISSES: dict[tuple[str, str], str] = {}
+ONE_WRAP_AT_A_WORD_BREAK = (
+    "ingest: a log whose only line longer than the width is cut where a word ends is not "
+    "rejoined (one wrapped pair at a terminal width is taken as a wrap only when the cut falls "
+    "inside a word), so the error line's rule no longer matches"
+)
+DAMAGE_MISSES: dict[tuple[str, str], str] = {
+    ("launchers/spawn_straggler", "wrap120"): ONE_WRAP_AT_A_WORD_BREAK,
+}
 
 
 def _damage_params(pred: Callable[[Path], bool]) -> list:

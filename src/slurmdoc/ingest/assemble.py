@@ -58,6 +58,8 @@ PROGRESS = re.compile(r"\d+%\||\d+/\d+ \[\d|it/s\]|s/it\]")
 # torchrun's summary: a failure entry's head `[0]:` and its fields `  rank      : 5 (local_rank: 1)`
 ENTRY_HEAD = re.compile(r"\s*\[\d+\]:\s*$")
 ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+# a launcher naming the process whose traceback it prints next (torch.multiprocessing.spawn)
+TOLD = re.compile(r"\s*-- Process (\d+) terminated with the following error:\s*$")
 EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
 BANNER = re.compile(r"[=\-]{10,}\s*$")
 # lines PyTorch appends to CUDA error messages, unindented
@@ -77,7 +79,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -93,6 +95,7 @@ class _Stream:
         self.colon = False  # the stream's previous line ended in ':' (it may introduce a stack)
         self.stack = False  # frames with no header, after a line introducing them
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
+        self.told: Optional[int] = None  # a launcher said whose traceback comes next (its process index)
         self.last_ts: Optional[datetime] = None
         self.ts_gen = 0
         self.last_seq = 0
@@ -216,6 +219,12 @@ class Assembler:
                 yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
 
     def _start(self, st: _Stream, line: LogLine, form: str, mode: str) -> Event:
+        if st.told is not None and form == "whole":
+            # `-- Process 2 terminated with the following error:` (torch.multiprocessing.spawn)
+            # then the child's own traceback: that process printed it
+            who = RankRef(line.source, local=st.told, node_index=line.who.node_index, via="launcher")
+            line = LogLine(line.source, line.lineno, line.raw, line.offset, line.text, "rank", who, line.node, line.tag, line.ts, line.stream)
+            st.told = None
         ev = st.event = Event("traceback", line, [line.text], [line.lineno], ts=self._when(st, line), seq=self.seq, form=form)  # type: ignore[arg-type]
         st.mode = mode
         st.pending = 0
@@ -268,6 +277,8 @@ class Assembler:
 
     def _step(self, st: _Stream, line: LogLine) -> Iterator[Event]:
         mode = st.mode
+        if "terminated with the following error" in line.text and (m := TOLD.match(line.text)) is not None:
+            st.told = int(m.group(1))
         if mode == "idle":
             yield from self._idle(st, line)
             return
