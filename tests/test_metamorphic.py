@@ -205,7 +205,9 @@ HEADERLESS = (
     "then the exception line) is not assembled, so its exception line does not become the root"
 )
 TAIL_HEADERLESS_MISSES: dict[str, str] = {
-    'launchers/spawn_oom': CONTEXT_CUT,  # the child's process index is named on the line above its traceback
+    # the child's process index is named on the line above its traceback
+    'launchers/spawn_oom': CONTEXT_CUT,
+    'launchers/spawn_numpy_oom': CONTEXT_CUT,
     'documented/invalid_device_ordinal': HEADERLESS,
     'slurm/srun_eaddrinuse': HEADERLESS,
 }
