@@ -196,6 +196,8 @@ CONTEXT_CUT = (
     "tail starting at the root record no longer has them"
 )
 TAIL_AT_RECORD_MISSES: dict[str, str] = {
+    "launchers/spawn_oom": CONTEXT_CUT,
+    "launchers/spawn_numpy_oom": CONTEXT_CUT,
     "documented/invalid_device_ordinal": CONTEXT_CUT,
     "slurm/srun_time_limit_hang": CONTEXT_CUT,
 }
