@@ -35,11 +35,6 @@ _RAY_RANK = (
 # case (relative to fixtures/) -> what slurmdoc gets wrong today
 KNOWN_MISSES: dict[str, str] = {
     # fixtures/launchers/: the general form of each miss, for the builders to fix
-    "launchers/mpi_exit_silent": (
-        "mpirun's report block ('The first process to do so was: Process name: [[J,1],R] Exit "
-        "code: N') is launcher evidence of rank R's non-zero exit; the peers' later gloo "
-        "'Connection closed by peer' errors are taken as the root (nccl_error on rank 0)"
-    ),
     "launchers/pl_sigkill": (
         'a rank SIGKILLed under a launcher that reports nothing (Lightning ddp): the rank that '
         "stops printing while its peer reports gloo 'Connection reset by peer' is the root "

@@ -102,6 +102,10 @@ def before(a: Finding, b: Finding) -> bool:
     return a.seq < b.seq
 
 
+def _named(r: RankRef) -> bool:
+    return r.rank is not None or r.local is not None or r.label is not None
+
+
 def nonzero(f: Finding) -> bool:
     """A finding whose captured exit code is a number other than 0."""
     code = f.captures.get("exitcode", "")
@@ -178,6 +182,12 @@ class Collector:
             refs = self._refs(event, match)
             if event.first.source == prev.event.first.source:
                 prev.repeated_at = event.linenos[-1] if event.linenos else event.first.lineno
+            if not any(_named(r) for r in prev.refs) and any(_named(r) for r in refs):
+                # a report that names the rank only on a later line (mpirun's
+                # 'Primary job terminated ...' then 'Process name: [[J,1],R]'): that line is
+                # where the report says who
+                prev.event, prev.line_index = event, match.line_index
+                prev.captures = {**prev.captures, **match.captures}
             self._note_seq(refs, match.captures)
             self._note_hosts(event, match, refs)
             known = {r.key() for r in prev.refs}
