@@ -25,13 +25,6 @@ CASES = case_dirs("slurm", "documented", "launchers")
 SLURM_CASES = case_dirs("slurm")
 LAUNCHER_CASES = case_dirs("launchers")
 
-_RAY_RANK = (
-    "Ray Train: the failing worker's lines carry '(RayTrainWorker pid=N)', the controller's "
-    "'Started training worker group' lines map pid N to world_rank, and the driver's "
-    "'[Rank R Error Snippet]:' names the rank; neither is used, so the category is right but "
-    "the rank is None"
-)
-
 # case (relative to fixtures/) -> what slurmdoc gets wrong today
 KNOWN_MISSES: dict[str, str] = {
     # fixtures/launchers/: the general form of each miss, for the builders to fix
@@ -41,18 +34,14 @@ KNOWN_MISSES: dict[str, str] = {
         "(killed, rank 1); the peer's error is taken instead (nccl_error on rank 0)"
     ),
     "launchers/ray_barrier_straggler": (
-        "Ray Train: a handled traceback that Ray's own controller logs under load (GetTimeoutError "
-        "after 'Failed to send resource request ... safe to ignore') is taken as the root "
-        "(python_exception, no rank); gloo's 'Rank 1 failed to pass monitoredBarrier' names the "
+        "Ray Train, monitored barrier: the controller's copy of rank 0's 'Rank 1 failed to pass "
+        "monitoredBarrier' is read as a timeout with no rank; the rank it names as missing is the "
         "straggler (nccl_timeout on rank 1)"
     ),
-    "launchers/ray_import": _RAY_RANK,
-    "launchers/ray_nan": _RAY_RANK,
     "launchers/ray_sigkill": (
-        "Ray Train: a worker killed by SIGKILL (the driver's '[Rank 1 Error Snippet]: A worker "
-        "health check failed ... The actor is dead because its worker process has died', the "
-        "peer's gloo 'Connection reset by peer', the driver's WorkerGroupError traceback, exit 1) "
-        "is reported as no failure"
+        "Ray Train: a worker killed by SIGKILL leaves only the driver's '[Rank 1 Error Snippet]: A "
+        "worker health check failed ... its worker process has died'; the peer's gloo 'Connection "
+        "reset by peer' (rank 0) is taken instead of killed on rank 1"
     ),
     "launchers/spawn_straggler": (
         "torch.multiprocessing.spawn, collective timeout: the embedded gloo 'Timed out waiting "

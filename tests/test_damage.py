@@ -183,6 +183,14 @@ def test_a_heading_made_of_a_bold_log_line():
     assert fix(["# comment in a config dump", "### Not bold"]) == ["# comment in a config dump", "### Not bold"]
 
 
+def test_ray_deduplication_note_is_taken_off():
+    # Ray folds identical lines of several workers into one and says so at the end
+    assert fix(["(Worker pid=7) RuntimeError: boom [repeated 2x across cluster]", "\x1b[36m(Worker pid=8)\x1b[0m ValueError: x\x1b[32m [repeated 3x across cluster]\x1b[0m"]) == [
+        "(Worker pid=7) RuntimeError: boom",
+        "(Worker pid=8) ValueError: x",
+    ]
+
+
 def test_joined_line_keeps_the_first_number_and_any_hit():
     lines = wrap(LONG[:3], 80)
     got = list(repair((i, ln, i == 2) for i, ln in enumerate(lines, 1)))

@@ -195,18 +195,29 @@ CONTEXT_CUT = (
     "before a time-limit cancel; other ranks' different errors before an identical one), and a "
     "tail starting at the root record no longer has them"
 )
+RAY_CONTEXT_CUT = (
+    "core: in a Ray Train log the lines that name a worker's rank (the controller's "
+    "'(ip=..., pid=P) world_rank=R' list) and that call the controller's retried traceback "
+    "harmless come before the root record; a tail without them loses the rank, or leaves that "
+    "traceback to lead"
+)
 TAIL_AT_RECORD_MISSES: dict[str, str] = {
+    "launchers/ray_barrier_straggler": RAY_CONTEXT_CUT,
+    "launchers/ray_import": RAY_CONTEXT_CUT,
+    "launchers/ray_nan": RAY_CONTEXT_CUT,
+    "launchers/ray_sigkill": RAY_CONTEXT_CUT,
     "launchers/spawn_oom": CONTEXT_CUT,
     "launchers/spawn_numpy_oom": CONTEXT_CUT,
     "documented/invalid_device_ordinal": CONTEXT_CUT,
     "slurm/srun_time_limit_hang": CONTEXT_CUT,
 }
-TAIL_BEFORE_RECORD_MISSES: dict[str, str] = {}
+TAIL_BEFORE_RECORD_MISSES: dict[str, str] = {"launchers/ray_nan": RAY_CONTEXT_CUT}
 HEADERLESS = (
     "ingest: a traceback whose `Traceback (most recent call last):` header was cut off (frames, "
     "then the exception line) is not assembled, so its exception line does not become the root"
 )
 TAIL_HEADERLESS_MISSES: dict[str, str] = {
+    "launchers/ray_barrier_straggler": RAY_CONTEXT_CUT,
     # the child's process index is named on the line above its traceback
     'launchers/spawn_oom': CONTEXT_CUT,
     'launchers/spawn_numpy_oom': CONTEXT_CUT,
@@ -324,7 +335,13 @@ ONE_WRAP_AT_A_WORD_BREAK = (
     "rejoined (one wrapped pair at a terminal width is taken as a wrap only when the cut falls "
     "inside a word), so the error line's rule no longer matches"
 )
+COLOURED_WRAP = (
+    "ingest: a coloured log wrapped with its colour codes counted as characters has no single "
+    "visible width once the codes are gone, so the wrap is not undone; in a Ray log the line "
+    "that calls the controller's retried traceback harmless is then split from it"
+)
 DAMAGE_MISSES: dict[tuple[str, str], str] = {
+    **{(f"launchers/{c}", w): COLOURED_WRAP for c in ("ray_barrier_straggler", "ray_import", "ray_nan", "ray_sigkill") for w in ("wrap80", "wrap120", "wrap200")},
     ("launchers/spawn_straggler", "wrap120"): ONE_WRAP_AT_A_WORD_BREAK,
 }
 

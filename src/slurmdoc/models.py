@@ -99,6 +99,9 @@ class Event:
     # exception line with no frames above it). For a line: "reported" when a launcher
     # printed it on a rank's behalf (the `traceback :` field of torchrun's summary).
     form: Literal["whole", "headerless", "cut", "alone", "reported"] = "whole"
+    # the line before it said the error is harmless (`... it's safe to ignore this error`):
+    # the printer logged it and went on (diagnosis.liveness)
+    waived: bool = False
 
     def origin(self) -> int:
         """Index of the exception the failure started with: the first of a chain

@@ -10,6 +10,7 @@ the state grows with the number of ranks and distinct failures, not with the log
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Optional
@@ -100,6 +101,9 @@ def before(a: Finding, b: Finding) -> bool:
     if a.ts is not None and b.ts is not None and a.ts != b.ts:
         return a.ts < b.ts
     return a.seq < b.seq
+
+
+TAG_PID = re.compile(r"\bpid=(\d+)")
 
 
 def _named(r: RankRef) -> bool:
@@ -328,6 +332,13 @@ class Collector:
             return [RankRef(src, label=who.label, local=local, node_index=who.node_index, via="launcher")]
         if match.rule.spec.attribution == "text" or event.first.origin in ("launcher", "scheduler"):
             return []
+        tag = event.first.tag
+        if tag and who.rank is None and who.local is None and who.label is None and (m := TAG_PID.search(tag)) is not None:
+            # a printer named by its process id (Ray's `(RayTrainWorker pid=1015)`) whose rank a
+            # launcher line gave earlier (`(ip=..., pid=1015) world_rank=0`)
+            ref = self.pid_ref.get((src, m.group(1)))
+            if ref is not None and ref.rank is not None:
+                return [RankRef(src, rank=ref.rank, via="launcher")]
         return [who]
 
     @staticmethod

@@ -35,6 +35,12 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     alive = (lambda f: not live.handled(f)) if live is not None else (lambda f: True)
     handled = [f for f in c.causes + [g.first for g in c.symptoms.values()] + c.error_lines if not alive(f)]
     causes = unquoted([f for f in c.causes if alive(f)])
+    waived = [f for f in causes if f.event.waived]
+    if waived and (len(waived) < len(causes) or c.symptoms or c.exits):
+        # tracebacks their printer introduced as harmless ("... it's safe to ignore this
+        # error") yield to any other evidence; alone, they are all the log has
+        causes = [f for f in causes if not f.event.waived]
+        handled = handled + waived
     symptoms = {k: g for k, g in c.symptoms.items() if alive(g.first)}
     exits = [f for f in c.exits if alive(f)]
     if causes:

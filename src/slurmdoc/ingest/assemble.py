@@ -58,6 +58,8 @@ PROGRESS = re.compile(r"\d+%\||\d+/\d+ \[\d|it/s\]|s/it\]")
 # torchrun's summary: a failure entry's head `[0]:` and its fields `  rank      : 5 (local_rank: 1)`
 ENTRY_HEAD = re.compile(r"\s*\[\d+\]:\s*$")
 ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+# a program saying the traceback it logs next is harmless
+WAIVER = re.compile(r"(?:safe|safely) (?:to )?(?:be )?ignored?\b|can (?:be )?(?:safely )?ignored?\b|(?:you )?may ignore (?:this|the following)|ignoring (?:this|the following) (?:error|exception)", re.I)
 # a launcher naming the process whose traceback it prints next (torch.multiprocessing.spawn)
 TOLD = re.compile(r"\s*-- Process (\d+) terminated with the following error:\s*$")
 EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
@@ -79,7 +81,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -93,6 +95,7 @@ class _Stream:
         self.gap = False  # frames were followed by a blank line or an elision mark
         self.plain = 0  # unindented lines an exception message ran on for
         self.colon = False  # the stream's previous line ended in ':' (it may introduce a stack)
+        self.waives = False  # the stream's previous line said what follows is harmless
         self.stack = False  # frames with no header, after a line introducing them
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
         self.told: Optional[int] = None  # a launcher said whose traceback comes next (its process index)
@@ -137,6 +140,7 @@ class Assembler:
             st.last_seq = self.seq
         yield from self._step(st, line)
         st.colon = line.text.rstrip().endswith(":")
+        st.waives = "gnor" in line.text and WAIVER.search(line.text) is not None
         self.last = (line.stream, st) if st.mode != "idle" else None
         if st.mode == "idle":
             if self.active:
@@ -189,11 +193,17 @@ class Assembler:
     def _when(self, st: _Stream, line: LogLine) -> Optional[datetime]:
         if line.ts is not None:
             return line.ts
-        if st.last_ts is not None and st.ts_gen == self.gen:
-            return st.last_ts
         src = self.source_ts.get(line.source)
-        if src is not None and self.source_gen.get(line.source) == self.gen:
+        fresh = src is not None and self.source_gen.get(line.source) == self.gen
+        if st.last_ts is not None and st.ts_gen == self.gen:
+            # no earlier than the latest time printed before it in its file
+            return max(st.last_ts, src) if fresh else st.last_ts  # type: ignore[type-var]
+        if fresh:
             return src  # the neighbours' time is closer than this stream's last, stale one
+        if st.last_ts is not None and src is not None:
+            # a line with no time of its own is no earlier than the latest time printed
+            # before it in its file: this stream's last time may be long stale
+            return max(st.last_ts, src)
         return st.last_ts or src
 
     def _idle(self, st: _Stream, line: LogLine) -> Iterator[Event]:
@@ -219,13 +229,14 @@ class Assembler:
                 yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
 
     def _start(self, st: _Stream, line: LogLine, form: str, mode: str) -> Event:
+        waived = st.waives
         if st.told is not None and form == "whole":
             # `-- Process 2 terminated with the following error:` (torch.multiprocessing.spawn)
             # then the child's own traceback: that process printed it
             who = RankRef(line.source, local=st.told, node_index=line.who.node_index, via="launcher")
             line = LogLine(line.source, line.lineno, line.raw, line.offset, line.text, "rank", who, line.node, line.tag, line.ts, line.stream)
             st.told = None
-        ev = st.event = Event("traceback", line, [line.text], [line.lineno], ts=self._when(st, line), seq=self.seq, form=form)  # type: ignore[arg-type]
+        ev = st.event = Event("traceback", line, [line.text], [line.lineno], ts=self._when(st, line), seq=self.seq, form=form, waived=waived)  # type: ignore[arg-type]
         st.mode = mode
         st.pending = 0
         st.foreign = 0

@@ -11,7 +11,8 @@ job wrote. The damage comes in a few general forms, each undone here line by lin
   from the physical line number), so a program's own `[3] ...` output is left alone;
 - line ends: `\\r\\r\\n`, and a stream whose lines end in a lone `\\r`;
 - ANSI colour and cursor codes, also colour codes whose escape byte was lost (`[36m` at
-  the start of a line);
+  the start of a line); Ray's de-duplication note at the end of a line (`[repeated 2x
+  across cluster]`);
 - tracebacks whose leading indentation was stripped: a `File "...", line N, in f` line at
   column 0 gets its indentation back, and so does the source line that follows it;
 - hard wrapping at a fixed column: the width is learnt from the input (several lines of the
@@ -40,6 +41,7 @@ LOST_ESC = re.compile(r"\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\])")
 
 FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or without a language
 FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
+RAY_REPEAT = re.compile(r" ?\[repeated \d+x across cluster\]$")
 HEADING_BOLD = re.compile(r"#{1,6} \*\*(?=\S)")
 BOLD_LINE = re.compile(r"\s*\*\*(?:(.*?)\*\*)?:?\s*$")
 COLUMN = re.compile(r"(?:\[(\d{1,9})\](?: |$)| *(\d{1,9}) \|(?: |$))")
@@ -91,7 +93,7 @@ class Repair:
         # wrapping
         self.maxlen = MIN_WIDTH - 1  # the longest line seen (at least MIN_WIDTH - 1)
         self.pairs = 0  # pairs (line of that length, next line) that read as one wrapped line
-        self.kinds: set[str] = set()  # the kinds of line (`_kind`) those pairs began with
+        self.kinds: set[str] = set()  # the shapes of line (`_shape`) those pairs began with
         self.width: Optional[int] = None  # the confirmed wrap width
         self.held: list[Line] = []  # a line of the wrap width and its continuations so far
         self.waiting: list[Line] = []  # a possible first wrap and the lines after it, awaiting the width
@@ -136,6 +138,8 @@ class Repair:
             raw = ANSI.sub("", raw)
         elif raw[:1] == "[" and LOST_ESC_HEAD.match(raw):
             raw = LOST_ESC.sub("", raw)  # colour codes whose escape byte a paste dropped
+        if raw.endswith("cluster]"):
+            raw = RAY_REPEAT.sub("", raw)  # Ray's de-duplication note, not the line's words
         if "`" in raw:
             if FENCE.match(raw):
                 return  # decoration only
@@ -245,7 +249,7 @@ class Repair:
         self.labels = _label_end(line) or _label_end(before)
         if self._continues(line, line, nxt):
             self.pairs += 1
-            self.kinds.add(_kind(line))
+            self.kinds.add(_shape(line))
             common = len(line) in COMMON_WIDTHS and _inside_word(line, nxt)
             # a wrap cuts whatever line reaches the width; lines of one kind (one template)
             # that share a length are that template's length, however often they recur
@@ -351,6 +355,13 @@ def _kind(line: str) -> str:
     return _DIGITS.sub("0", line[: 2 * SAME_START])[:SAME_START]
 
 
+def _shape(line: str) -> str:
+    """A line's start and end with numbers masked: the lines one template prints (an
+    iteration line) share both; lines a wrap cut share at most a prefix (a Ray actor's
+    `(TrainController pid=1) `), not where the cut fell."""
+    return _DIGITS.sub("0", line[:SAME_START]) + "|" + _DIGITS.sub("0", line[-SAME_START:])
+
+
 def _label_end(line: str) -> int:
     """The length of the line's srun label (`  7: `), 0 if it has none."""
     m = LABEL.match(line)
@@ -384,7 +395,7 @@ def repair(lines: Iterable[Line]) -> Iterator[Line]:
         raw = item[1]
         # the fast path: plain string tests only (a regex call per line would cost more than
         # parsing the line's prefix)
-        if len(raw) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw:
+        if len(raw) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw and not raw.endswith("cluster]"):
             if raw[:1] not in first or not _suspect_start(raw):
                 r.prev = item
                 yield item
