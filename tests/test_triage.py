@@ -333,3 +333,11 @@ def test_the_table_off_a_terminal_is_one_line_per_job_and_plain_rows_when_it_wou
     # a width it fits: the table
     out = runner.invoke(app, ["triage", "--sacct-file", str(DATA / "all.psv"), "--width", str(wide)]).stdout
     assert out.splitlines()[1: 1 + len(jobs)] == body
+
+
+def test_cpu_efficiency_is_in_the_text_and_markdown_details():
+    from slurmdoc.report.triage import detail_lines
+
+    j = triage_job(_cpu_rows(None, [1200.0, 300.0]))
+    assert ("cpu", j.cpu_note) in detail_lines(j)
+    assert not any(k == "cpu" for k, _ in detail_lines(triage_job(_cpu_rows(None, [None]))))

@@ -38,6 +38,8 @@ def detail_lines(j: JobTriage) -> list[tuple[str, str]]:
         out.append(("time", j.time_note))
     if j.memory_note:
         out.append(("memory", j.memory_note))
+    if j.cpu_note:
+        out.append(("cpu", j.cpu_note))
     for n in j.notes:
         out.append(("note", n))
     return out
