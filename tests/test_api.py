@@ -307,3 +307,25 @@ def test_a_colour_code_inside_a_keyword_does_not_hide_the_line(write, exact):
     line = "train.py: \x1b[1;31merror\x1b[0m: argument --lr: invalid float value: '3e-4x'"
     d = diagnose([write("j.log", "\n".join(steps + [line] + steps[:50]) + "\n")], budget=None if exact else Budget())
     assert d.status == "failed" and d.root_cause.rule_id == "bad-cli-arguments" and d.root_cause.source.endswith(":20001")
+
+
+def test_a_json_diagnosis_imports_neither_the_slurm_side_nor_rich(tmp_path):
+    """Start-up: `diagnose --format json` pays for what it uses. `from slurmdoc.api import
+    diagnose` asks the module for __path__, which must not import the Slurm entry points, and
+    the JSON renderer needs no console; the Slurm names still resolve when asked for."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "job.log"
+    log.write_text("0: Traceback (most recent call last):\n0:   File \"train.py\", line 1, in <module>\n0: " + OOM + "\n")
+    code = (
+        "import io, sys\n"
+        "from slurmdoc.api import diagnose\n"
+        "from slurmdoc.report.emit import emit\n"
+        f"emit(diagnose([{str(log)!r}]), 'json', io.StringIO())\n"
+        "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith(('rich.', 'slurmdoc.slurm.api', 'slurmdoc.slurm.sacct'))))\n"
+        "import slurmdoc.api\n"
+        "print(slurmdoc.api.triage.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "slurmdoc.slurm.api"

@@ -199,9 +199,11 @@ def diagnose(
 # they are re-exported here so `slurmdoc.api` stays the one library surface, and imported
 # only when asked for, so that `diagnose` does not pay for them at start-up.
 def __getattr__(name: str):
+    if name.startswith("_"):  # `from slurmdoc.api import diagnose` asks for __path__: no import for that
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import slurmdoc.slurm.api as slurm_api
 
-    obj = getattr(slurm_api, name, None) if not name.startswith("_") else None
+    obj = getattr(slurm_api, name, None)
     if obj is not None and getattr(obj, "__module__", None) == slurm_api.__name__:
         return obj  # a function or class defined there, not something it imported
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

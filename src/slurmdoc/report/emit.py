@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Optional, TextIO
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
+# rich is imported where a console is made: the JSON, Markdown and HTML reports never need it
 COLORS = ("auto", "always", "never")
 
 
@@ -40,6 +42,8 @@ def _isatty(stream: TextIO) -> bool:
 def make_console(stream: TextIO, color: str = "auto", width: Optional[int] = None) -> tuple[Console, Optional[int]]:
     """A console on `stream`, and the width to wrap prose at (None: do not wrap): `width`
     when given, else a terminal's own."""
+    from rich.console import Console
+
     tty = _isatty(stream)
     colored = wants_color(stream, color)
     console = Console(
@@ -92,6 +96,7 @@ def emit(result, fmt: str, stream: TextIO, color: str = "auto", full: bool = Fal
 
 def with_progress(fn: Callable, total: int):
     """Run fn(on_bytes) under a progress bar on stderr, cleared when done."""
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
     console = Console(stderr=True)
