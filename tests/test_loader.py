@@ -220,6 +220,61 @@ def test_released_pack_skips_only_the_regex_check():
             assert a.groupindex == b.groupindex, (rid, a.pattern)  # compiled now, on demand
 
 
+def _remembering(tmp_path, monkeypatch):
+    """CHECKED_CACHE under tmp_path, written even under PYTHONDONTWRITEBYTECODE; the number of
+    patterns given the regex checks, counted."""
+    import slurmdoc.engine.loader as lm
+
+    monkeypatch.setattr(lm, "CHECKED_CACHE", tmp_path / "cache" / "__pycache__" / "rulepack-checked.txt")
+    monkeypatch.setattr(lm.sys, "dont_write_bytecode", False)
+    calls = []
+    real = lm.repeat_weight
+    monkeypatch.setattr(lm, "repeat_weight", lambda p: calls.append(p) or real(p))
+    return lm, calls
+
+
+def test_a_remembered_pack_checks_only_what_changed(tmp_path, monkeypatch):
+    """A checkout's bundled pack: each file's patterns are checked once; the next load skips
+    them for the files whose bytes it checked (same rules, same groups); an edited file is
+    checked again, and a bad edit still fails at load."""
+    lm, calls = _remembering(tmp_path, monkeypatch)
+    d = pack(tmp_path, "disk-full.yaml", _rule_with("space left on (?P<path>.+)", "No space left on /x"))
+    (d / "disk-quota.yaml").write_text(_rule_with("quota exceeded on (?P<path>.+)", "No space left: quota exceeded on /y"))
+    first = {r.id: r for r in load_pack(d, "bundled", remember=True)}
+    assert len(calls) == 2 and lm.CHECKED_CACHE.is_file()
+    calls.clear()
+    second = {r.id: r for r in load_pack(d, "bundled", remember=True)}
+    assert calls == [] and second.keys() == first.keys()
+    for rid, r in second.items():
+        assert r.groups == first[rid].groups == {"path"} and r.keywords == first[rid].keywords
+        assert r.patterns[0].search("No space left on /z quota exceeded on /z", timeout=1) is not None
+    (d / "disk-quota.yaml").write_text(_rule_with("quota (?P<path>.+", "No space left: quota /y"))
+    with pytest.raises(RuleError, match=r"disk-quota.*patterns\[0\].*invalid regex"):
+        load_pack(d, "bundled", remember=True)
+    assert calls == ["quota (?P<path>.+"]  # only the edited file was checked
+
+
+def test_remembering_is_only_for_a_checkout_and_never_written_when_told_not_to(tmp_path, monkeypatch):
+    lm, calls = _remembering(tmp_path, monkeypatch)
+    d = pack(tmp_path, "disk-full.yaml", _rule_with("space left on (?P<path>.+)", "No space left on /x"))
+    load_pack(d, "user")  # a user's pack: checked every time, nothing kept
+    load_pack(d, "bundled", released=True)  # a wheel's: never checked at load
+    assert not lm.CHECKED_CACHE.exists()
+    monkeypatch.setattr(lm.sys, "dont_write_bytecode", True)  # PYTHONDONTWRITEBYTECODE
+    load_pack(d, "bundled", remember=True)
+    load_pack(d, "bundled", remember=True)
+    assert not lm.CHECKED_CACHE.exists() and len(calls) == 3
+
+
+def test_a_damaged_or_foreign_record_only_means_checking_again(tmp_path, monkeypatch):
+    lm, calls = _remembering(tmp_path, monkeypatch)
+    d = pack(tmp_path, "disk-full.yaml", _rule_with("space left on (?P<path>.+)", "No space left on /x"))
+    lm.CHECKED_CACHE.parent.mkdir(parents=True)
+    lm.CHECKED_CACHE.write_bytes(b"\xff\x00 not a digest\n" + b"0" * 64 + b"\n")
+    assert [r.id for r in load_pack(d, "bundled", remember=True)] == ["disk-full"]
+    assert len(calls) == 1 and lm.CHECKED_CACHE.read_text().split() == [lm._digest((d / "disk-full.yaml").read_bytes())]
+
+
 # ---- hostile packs: refused at load, quickly, with exit 3 and a line naming the file -----
 
 import os  # noqa: E402

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 import string
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -163,12 +165,66 @@ def _compile(pattern: str, flags: int, check: bool = True):
     return lazy
 
 
-def load_file(path: Path, pack: str, released: bool = False) -> Rule:
-    """One rule file, validated and compiled; RuleError names file, line, rule and field."""
+# Where a source checkout's bundled pack records which rule files passed the regex checks:
+# beside this module's bytecode, so only who can change slurmdoc's code can write it. One
+# SHA-256 per line, of the file's bytes salted with what the checks depend on (this module's
+# source, the Python and `regex` versions). Written like bytecode: not under
+# PYTHONDONTWRITEBYTECODE, and never an error when it cannot be.
+CHECKED_CACHE = Path(__file__).resolve().parent / "__pycache__" / "rulepack-checked.txt"
+_SALT: Optional[bytes] = None
+
+
+def _digest(raw: bytes) -> str:
+    global _SALT
+    if _SALT is None:
+        try:
+            own = Path(__file__).read_bytes()
+        except OSError:
+            own = os.urandom(16)  # no source to key on: nothing will match
+        _SALT = hashlib.sha256(own + f"\0{sys.version}\0{regex.__version__}\0".encode()).digest()
+    return hashlib.sha256(_SALT + raw).hexdigest()
+
+
+def _read_checked() -> set[str]:
+    try:
+        with open(CHECKED_CACHE, "rb") as f:
+            data = f.read(MAX_RULE_FILES * 65 + 1)
+    except OSError:
+        return set()
+    return {d for d in data.decode("ascii", "replace").split() if len(d) == 64}
+
+
+def _write_checked(digests: set[str]) -> None:
+    if sys.dont_write_bytecode:
+        return
+    tmp = CHECKED_CACHE.with_name(f"{CHECKED_CACHE.name}.{os.getpid()}.tmp")
+    try:
+        CHECKED_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text("".join(d + "\n" for d in sorted(digests)), encoding="ascii")
+        os.replace(tmp, CHECKED_CACHE)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def load_file(path: Path, pack: str, released: bool = False, checked: Optional[set[str]] = None,
+              passed: Optional[set[str]] = None) -> Rule:
+    """One rule file, validated and compiled; RuleError names file, line, rule and field.
+
+    `checked`: digests of rule files whose patterns passed the regex checks before (see
+    load_pack): a file found there is loaded as a released one. `passed` receives this
+    file's digest once it passes."""
     fname = str(path)
     stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name[: -len(".yml")]
+    digest = None
     try:
-        raw_text = safeyaml.read_capped(path).decode("utf-8")
+        raw = safeyaml.read_capped(path)
+        if checked is not None and not released:
+            digest = _digest(raw)
+            released = digest in checked
+        raw_text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RuleError(fname, stem, None, f"cannot read: {e}")
     except safeyaml.YamlLimitError as e:
@@ -263,6 +319,8 @@ def load_file(path: Path, pack: str, released: bool = False) -> Rule:
         if known.groups < 1:
             raise RuleError(fname, stem, "known_ranks", "needs one capture group: the rank number")
     keywords = tuple(k.lower() for k in spec.keywords) if spec.ignore_case else tuple(spec.keywords)
+    if digest is not None and passed is not None:
+        passed.add(digest)
     return Rule(stem, spec, fname, pack, patterns, excludes, keywords, frozenset(groups), known)
 
 
@@ -381,25 +439,34 @@ def rule_files(directory: Path) -> list[Path]:
     return sorted(files, key=lambda p: str(p.relative_to(directory)))
 
 
-def load_pack(directory: Path, pack: str, released: bool = False) -> list[Rule]:
+def load_pack(directory: Path, pack: str, released: bool = False, remember: bool = False) -> list[Rule]:
     """Every rule of a directory, validated.
 
     `released`: the pack installed with slurmdoc itself, whose patterns the test suite has
     compiled and run before release; they are compiled on first use without being checked
     again at load (start-up). Every other check still runs.
+
+    `remember`: the bundled pack of a source checkout, which anyone may have edited: its
+    patterns are checked, and the digest of each file that passed is kept (CHECKED_CACHE),
+    so that the next run checks only the files that changed since (most of start-up's
+    rule loading otherwise).
     """
     if not directory.is_dir():
         raise RuleError(str(directory), None, None, "rule directory does not exist")
     rules: dict[str, Rule] = {}
     keywords = 0
+    checked = _read_checked() if remember and not released else None
+    passed: set[str] = set()
     for path in rule_files(directory):
-        rule = load_file(path, pack, released)
+        rule = load_file(path, pack, released, checked, passed)
         if rule.id in rules:
             raise RuleError(str(path), rule.id, "id", f"duplicate rule id, also defined in {rules[rule.id].file}")
         rules[rule.id] = rule
         keywords += len(rule.keywords)
         if keywords > MAX_PACK_KEYWORDS:
             check_keywords(list(rules.values()), str(directory))
+    if checked is not None and passed != checked:
+        _write_checked(passed)  # the pack as it is now: a file edited or removed drops out
     return list(rules.values())
 
 
@@ -407,7 +474,8 @@ def load_rulebook(extra_dirs: Optional[list[str]] = None) -> Rulebook:
     """The bundled pack, then each user directory in order; a later rule with the same id wins."""
     merged: dict[str, Rule] = {}
     bundled = bundled_rules_dir()
-    for r in load_pack(bundled, "bundled", released=bundled.parent == Path(__file__).resolve().parent.parent):
+    released = bundled.parent == Path(__file__).resolve().parent.parent
+    for r in load_pack(bundled, "bundled", released=released, remember=not released):
         merged[r.id] = r
     for d in extra_dirs or []:
         for r in load_pack(Path(os.path.expanduser(d)), d):
