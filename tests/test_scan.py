@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slurmdoc.api import diagnose
 from slurmdoc.engine.loader import load_rulebook
@@ -117,6 +119,39 @@ def test_fallback_prefilters_give_the_same_report(tmp_path, monkeypatch, engine)
     assert stats["engine"] == engine and stats["parsed"] < stats["lines"]
     assert _key(json.loads(windows_only)) == _key(json.loads(exact))
     assert render(diagnose([str(out)])) == exact
+
+
+COUNTERS = ["bytes"] + (["simd"] if scan_mod._Str is not None else [])
+
+
+@pytest.mark.parametrize("counter", COUNTERS)
+def test_both_newline_counters_give_the_exact_readers_json(tmp_path, monkeypatch, counter):
+    """Skipped regions are only counted: stringzilla's SIMD count where it has a wheel, else
+    bytearray.count. Either way, with 4 KiB blocks and a 64 KiB head and tail (thousands of
+    counted stretches, windows cut at block edges), the report is the exact reader's: every
+    line counted, every source line right."""
+    out = tmp_path / "job.log"
+    _genlog().generate(str(out), 3, 16, "srun", root_rank=5)
+    exact = json.loads(render(diagnose([str(out)], budget=None)))
+    monkeypatch.setattr(scan_mod, "count_lf", scan_mod.count_lf_simd if counter == "simd" else scan_mod.count_lf_bytes)
+    monkeypatch.setattr(scan_mod, "BLOCK", 4096)
+    stats: dict = {}
+    fast = json.loads(render(diagnose([str(out)], budget=Budget(head=64 << 10, tail=64 << 10), stats=stats)))
+    assert stats["parsed"] < stats["lines"] / 4, stats
+    assert _key(fast) == _key(exact) and fast["lines_read"] == exact["lines_read"] == stats["lines"]
+
+
+def test_the_simd_counter_is_used_where_installed():
+    want = scan_mod.count_lf_simd if scan_mod._Str is not None else scan_mod.count_lf_bytes
+    assert scan_mod.count_lf is want
+
+
+@pytest.mark.skipif(scan_mod._Str is None, reason="stringzilla has no wheel here")
+@given(st.binary(max_size=300), st.integers(0, 320), st.integers(0, 320))
+def test_simd_count_is_bytearray_count(data, start, end):
+    """Any bytes, any range (empty, reversed, past the end): the same count."""
+    buf = bytearray(data)
+    assert scan_mod.count_lf_simd(buf, start, end) == buf.count(b"\n", start, end)
 
 
 def test_unknown_prefilter_is_a_usage_error(tmp_path, monkeypatch):
