@@ -103,3 +103,15 @@ def test_an_error_recurring_between_steps_is_outlived_from_its_first_line(write)
         text += [f"Epoch 0:   1%|▋         | {i}/4943 [00:11<21:31,  3.79it/s, loss=7.11]", "uploader: ERROR Error while calling the metrics API: internal error (500)"]
     d = diagnose([write("j.log", "\n".join(text))])
     assert d.status == "no_failure" and d.handled
+
+
+def test_unprefixed_progress_does_not_outlive_an_error_when_a_process_is_reported_failed(write):
+    # no prefixes: the lines are read as one printer, unless Slurm (or a launcher) reports a
+    # failed process after the error; then the steps after it may be another process's
+    tb = TB[:-1] + ["ValueError: bad batch at step 2"]
+    text = ["step 1 loss 2.0"] + tb + ["srun: error: n1: task 1: Exited with exit code 1", "step 2 loss 1.9", "step 3 loss 1.8"]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and "bad batch" in d.root_cause.message
+    # without the report the same lines are one process that went on
+    d = diagnose([write("k.log", "\n".join(text[:4] + text[5:]))])
+    assert d.status == "no_failure"

@@ -453,11 +453,6 @@ NO_RANK_PREFIX = (
     "core: with no rank in the prefix (none, host, Ray actor), collective-timeout lines are not "
     "attributed to ranks, so the hang/straggler analysis has no ranks to compare (ranks from text)"
 )
-UNRANKED_TRACEBACK = (
-    "core: a traceback whose printer names no rank loses to the launcher's report of the failed "
-    "rank (rank from the summary, category unknown) instead of being joined to it; with the "
-    "rank prefix the same traceback is the root (since the evidence ladder landed)"
-)
 ONE_PRINTER = (
     "core: with the Ray actor prefixes replaced by timestamps (no printer named), a worker's "
     "traceback and the driver's later progress read as one printer's, so the traceback counts "
@@ -476,10 +471,6 @@ PREFIX_MISSES: dict[tuple[str, str], str] = {
     ("launchers/ray_barrier_straggler", "timestamp"): NO_RANK_PREFIX,
     ("launchers/ray_sigkill", "timestamp"): ONE_PRINTER,
     ("torchrun/exception_record", "srun"): LABEL_AS_AGENT,
-    ("slurm/srun_eaddrinuse", "timestamp"): UNRANKED_TRACEBACK,
-    ("slurm/srun_eaddrinuse", "none"): UNRANKED_TRACEBACK,
-    ("slurm/srun_eaddrinuse", "host"): UNRANKED_TRACEBACK,
-    ("slurm/srun_eaddrinuse", "ray"): UNRANKED_TRACEBACK,
     ('torchrun/hang', 'timestamp'): NO_RANK_PREFIX,
     ('torchrun/rank0_barrier', 'timestamp'): NO_RANK_PREFIX,
     ('slurm/srun_gloo_straggler', 'timestamp'): NO_RANK_PREFIX,

@@ -11,6 +11,10 @@ repeats is outlived only by progress after its last repetition: a run that recov
 finite steps after it, a diverged one never does. Any other report is outlived by progress
 after its first line (a side service's error recurring between steps does not stop them).
 
+A log with no prefixes is read as one printer, unless a launcher or Slurm reports a failed
+process after the error: then its lines are several processes', and progress after the
+error does not show that the one that erred went on.
+
 Only the same printer counts: a rank's prefix or per-rank file, or the one unprefixed
 stream of an input that has no ranked printers (a plain single-process log). A launcher's
 or Slurm's report of a failure is never outlived by a rank's progress.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from slurmdoc.diagnosis.findings import Collector, Finding
+from slurmdoc.diagnosis.findings import Collector, Finding, nonzero
 from slurmdoc.models import RankActivity
 
 
@@ -68,6 +72,8 @@ class Liveness:
             return None
         for end in self.job_ends:
             if after(f, end):
+                if end.event.first.origin == "unknown" and self._unnamed(first) and self._exit_after(f):
+                    continue  # an unprefixed end line may be another process's (see above)
                 return self.c.src(end)
         key = first.who.key()
         if first.origin == "unknown" and (first.source in self.ranked or first.node is not None or first.tag is not None):
@@ -78,12 +84,29 @@ class Liveness:
         if f.repeated_at is not None and f.rule.spec.persists:
             last = max(last, f.repeated_at)  # a state repeated up to here is outlived only after it
         mark = self.progress.get(key)
-        if mark is not None and mark[0] == first.source and mark[1] > last:
+        if mark is not None and mark[0] == first.source and mark[1] > last and not (self._unnamed(first) and self._exit_after(f)):
             return f"{self.c.sources[mark[0]].path}:{mark[1]}"
         for end in self.rank_ends.get(key, ()):
             if after(f, end):
                 return self.c.src(end)
         return None
+
+    @staticmethod
+    def _unnamed(first) -> bool:
+        w = first.who
+        return w.rank is None and w.label is None and w.local is None
+
+    def _exit_after(self, f: Finding) -> bool:
+        """Does a launcher's or Slurm's report of a process that failed (a non-zero exit) come
+        after `f`? Then the unprefixed lines are several processes', and the progress after
+        the error may be another's: it does not show that the erring one went on."""
+        src, at = f.event.first.source, f.lineno()
+        for e in self.c.exits:
+            if e is f or not nonzero(e) or e.event.first.origin not in ("launcher", "scheduler"):
+                continue
+            if e.event.first.source == src and e.event.first.lineno > at:
+                return True
+        return False
 
     def handled(self, f: Finding) -> bool:
         return self.resumed(f) is not None
