@@ -81,7 +81,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "entry_first")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -98,6 +98,7 @@ class _Stream:
         self.waives = False  # the stream's previous line said what follows is harmless
         self.stack = False  # frames with no header, after a line introducing them
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
+        self.entry_first = False  # that entry is the summary's Root Cause (first observed failure)
         self.told: Optional[int] = None  # a launcher said whose traceback comes next (its process index)
         self.last_ts: Optional[datetime] = None
         self.ts_gen = 0
@@ -268,7 +269,8 @@ class Assembler:
     def _close(self, st: _Stream) -> Iterator[Event]:
         if st.entry:
             entry, st.entry = st.entry, []
-            yield from self._entry_events(entry)
+            first, st.entry_first = st.entry_first, False
+            yield from self._entry_events(entry, st.event.seq if first and st.event is not None else None)
         ev = st.event
         held = st.held
         st.event = None
@@ -439,12 +441,19 @@ class Assembler:
         t = line.text
         if ENTRY_HEAD.match(t) or BANNER.match(t):
             entry, st.entry = st.entry, ([line] if ENTRY_HEAD.match(t) else [])
+            first, st.entry_first = st.entry_first, False
+            if ENTRY_HEAD.match(t):
+                ev = st.event
+                st.entry_first = ev is not None and len(ev.lines) >= 2 and ev.lines[-2].lstrip().startswith("Root Cause")
             if entry:
-                yield from self._entry_events(entry)
+                yield from self._entry_events(entry, st.event.seq if first and st.event is not None else None)
         elif st.entry and len(st.entry) < MAX_EVENT_LINES:
             st.entry.append(line)
 
-    def _entry_events(self, entry: list[LogLine]) -> Iterator[Event]:
+    def _entry_events(self, entry: list[LogLine], first_seq: Optional[int] = None) -> Iterator[Event]:
+        # the summary lists other failures before its Root Cause, the one torchrun saw first:
+        # that entry's events take the summary's own place in the order of events
+        seq = first_seq if first_seq is not None else self.seq
         rank = node = None
         field = None
         for i, ll in enumerate(entry):
@@ -479,13 +488,13 @@ class Assembler:
 
         first = at(head, value)
         if not TB_HEADER.match(value):
-            yield Event("line", first, [value], [head.lineno], ts=head.ts, seq=self.seq, form="reported")
+            yield Event("line", first, [value], [head.lineno], ts=head.ts, seq=seq, form="reported")
             return
         # the worker's own traceback, indented under the field: read it like any other
         rest = [ll for ll in entry[field + 1 :] if ll.text.strip()]
         cut = min((len(ll.text) - len(ll.text.lstrip()) for ll in rest), default=0)
         inner = Assembler(self.interesting)
-        inner.seq = self.seq
+        inner.seq = seq
         yield from inner.feed(first)
         for ll in rest:
             yield from inner.feed(at(ll, ll.text[cut:]))
