@@ -106,7 +106,8 @@ def before(a: Finding, b: Finding) -> bool:
 TAG_PID = re.compile(r"\bpid=(\d+)")
 
 
-def _named(r: RankRef) -> bool:
+def named(r: RankRef) -> bool:
+    """Does the reference name a rank (global, local or an srun label)?"""
     return r.rank is not None or r.local is not None or r.label is not None
 
 
@@ -186,7 +187,7 @@ class Collector:
             refs = self._refs(event, match)
             if event.first.source == prev.event.first.source:
                 prev.repeated_at = event.linenos[-1] if event.linenos else event.first.lineno
-            if not any(_named(r) for r in prev.refs) and any(_named(r) for r in refs):
+            if not any(named(r) for r in prev.refs) and any(named(r) for r in refs):
                 # a report that names the rank only on a later line (mpirun's
                 # 'Primary job terminated ...' then 'Process name: [[J,1],R]'): that line is
                 # where the report says who

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from slurmdoc.diagnosis.findings import Collector, Finding, nonzero
+from slurmdoc.diagnosis.findings import Collector, Finding, named, nonzero
 from slurmdoc.models import RankActivity
 
 
@@ -55,6 +55,12 @@ class Liveness:
         for f in c.clean_ends:
             if f.event.first.origin == "rank":
                 self.rank_ends.setdefault(f.event.first.who.key(), []).append(f)
+        # source -> the last line where a launcher or Slurm reports a process that failed
+        self.failed_exit: dict[int, int] = {}
+        for e in c.exits:
+            first = e.event.first
+            if nonzero(e) and first.origin in ("launcher", "scheduler"):
+                self.failed_exit[first.source] = max(self.failed_exit.get(first.source, 0), first.lineno)
         self._memo: dict[int, Optional[str]] = {}
 
     def resumed(self, f: Finding) -> Optional[str]:
@@ -72,7 +78,7 @@ class Liveness:
             return None
         for end in self.job_ends:
             if after(f, end):
-                if end.event.first.origin == "unknown" and self._unnamed(first) and self._exit_after(f):
+                if end.event.first.origin == "unknown" and not named(first.who) and self._exit_after(f):
                     continue  # an unprefixed end line may be another process's (see above)
                 return self.c.src(end)
         key = first.who.key()
@@ -84,29 +90,18 @@ class Liveness:
         if f.repeated_at is not None and f.rule.spec.persists:
             last = max(last, f.repeated_at)  # a state repeated up to here is outlived only after it
         mark = self.progress.get(key)
-        if mark is not None and mark[0] == first.source and mark[1] > last and not (self._unnamed(first) and self._exit_after(f)):
+        if mark is not None and mark[0] == first.source and mark[1] > last and not (not named(first.who) and self._exit_after(f)):
             return f"{self.c.sources[mark[0]].path}:{mark[1]}"
         for end in self.rank_ends.get(key, ()):
             if after(f, end):
                 return self.c.src(end)
         return None
 
-    @staticmethod
-    def _unnamed(first) -> bool:
-        w = first.who
-        return w.rank is None and w.label is None and w.local is None
-
     def _exit_after(self, f: Finding) -> bool:
         """Does a launcher's or Slurm's report of a process that failed (a non-zero exit) come
         after `f`? Then the unprefixed lines are several processes', and the progress after
         the error may be another's: it does not show that the erring one went on."""
-        src, at = f.event.first.source, f.lineno()
-        for e in self.c.exits:
-            if e is f or not nonzero(e) or e.event.first.origin not in ("launcher", "scheduler"):
-                continue
-            if e.event.first.source == src and e.event.first.lineno > at:
-                return True
-        return False
+        return self.failed_exit.get(f.event.first.source, 0) > f.lineno()
 
     def handled(self, f: Finding) -> bool:
         return self.resumed(f) is not None

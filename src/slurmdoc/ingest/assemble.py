@@ -81,7 +81,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "entry_first")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "entry_seq")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -98,7 +98,7 @@ class _Stream:
         self.waives = False  # the stream's previous line said what follows is harmless
         self.stack = False  # frames with no header, after a line introducing them
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
-        self.entry_first = False  # that entry is the summary's Root Cause (first observed failure)
+        self.entry_seq: Optional[int] = None  # that entry is the Root Cause: the summary's place in the order
         self.told: Optional[int] = None  # a launcher said whose traceback comes next (its process index)
         self.last_ts: Optional[datetime] = None
         self.ts_gen = 0
@@ -195,15 +195,11 @@ class Assembler:
         if line.ts is not None:
             return line.ts
         src = self.source_ts.get(line.source)
-        fresh = src is not None and self.source_gen.get(line.source) == self.gen
-        if st.last_ts is not None and st.ts_gen == self.gen:
-            # no earlier than the latest time printed before it in its file
-            return max(st.last_ts, src) if fresh else st.last_ts  # type: ignore[type-var]
-        if fresh:
+        stream_fresh = st.last_ts is not None and st.ts_gen == self.gen
+        if src is not None and self.source_gen.get(line.source) == self.gen and not stream_fresh:
             return src  # the neighbours' time is closer than this stream's last, stale one
         if st.last_ts is not None and src is not None:
-            # a line with no time of its own is no earlier than the latest time printed
-            # before it in its file: this stream's last time may be long stale
+            # no earlier than the latest time printed before it in its file
             return max(st.last_ts, src)
         return st.last_ts or src
 
@@ -269,8 +265,8 @@ class Assembler:
     def _close(self, st: _Stream) -> Iterator[Event]:
         if st.entry:
             entry, st.entry = st.entry, []
-            first, st.entry_first = st.entry_first, False
-            yield from self._entry_events(entry, st.event.seq if first and st.event is not None else None)
+            seq, st.entry_seq = st.entry_seq, None
+            yield from self._entry_events(entry, seq)
         ev = st.event
         held = st.held
         st.event = None
@@ -441,12 +437,12 @@ class Assembler:
         t = line.text
         if ENTRY_HEAD.match(t) or BANNER.match(t):
             entry, st.entry = st.entry, ([line] if ENTRY_HEAD.match(t) else [])
-            first, st.entry_first = st.entry_first, False
-            if ENTRY_HEAD.match(t):
-                ev = st.event
-                st.entry_first = ev is not None and len(ev.lines) >= 2 and ev.lines[-2].lstrip().startswith("Root Cause")
+            seq, st.entry_seq = st.entry_seq, None
+            ev = st.event
+            if ENTRY_HEAD.match(t) and ev is not None and len(ev.lines) >= 2 and ev.lines[-2].lstrip().startswith("Root Cause"):
+                st.entry_seq = ev.seq
             if entry:
-                yield from self._entry_events(entry, st.event.seq if first and st.event is not None else None)
+                yield from self._entry_events(entry, seq)
         elif st.entry and len(st.entry) < MAX_EVENT_LINES:
             st.entry.append(line)
 

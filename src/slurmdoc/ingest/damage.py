@@ -93,7 +93,7 @@ class Repair:
         # wrapping
         self.maxlen = MIN_WIDTH - 1  # the longest line seen (at least MIN_WIDTH - 1)
         self.pairs = 0  # pairs (line of that length, next line) that read as one wrapped line
-        self.kinds: set[str] = set()  # the shapes of line (`_shape`) those pairs began with
+        self.shapes: set[str] = set()  # the shapes of line (`_shape`) those pairs began with
         self.width: Optional[int] = None  # the confirmed wrap width
         self.held: list[Line] = []  # a line of the wrap width and its continuations so far
         self.waiting: list[Line] = []  # a possible first wrap and the lines after it, awaiting the width
@@ -208,7 +208,7 @@ class Repair:
     # A width is learnt from pairs of lines: a line of the greatest length so far and the
     # line after it. A pair is a wrap when the second line cannot stand on its own (no
     # prefix, no timestamp, no traceback line, not the next record of the same kind). Such
-    # pairs beginning with lines of WIDTH_CONFIRM different kinds, outnumbering the pairs
+    # pairs beginning with lines of WIDTH_CONFIRM different shapes, outnumbering the pairs
     # that were two records, make the length a wrap width (a template that prints lines of
     # one length, each followed by a short line, is no wrap); one pair is enough at a common
     # terminal width when the cut falls inside a word.
@@ -249,11 +249,11 @@ class Repair:
         self.labels = _label_end(line) or _label_end(before)
         if self._continues(line, line, nxt):
             self.pairs += 1
-            self.kinds.add(_shape(line))
+            self.shapes.add(_shape(line))
             common = len(line) in COMMON_WIDTHS and _inside_word(line, nxt)
-            # a wrap cuts whatever line reaches the width; lines of one kind (one template)
+            # a wrap cuts whatever line reaches the width; lines of one shape (one template)
             # that share a length are that template's length, however often they recur
-            if (len(self.kinds) >= WIDTH_CONFIRM and self.pairs > self.misses) or (common and self.pairs >= self.misses):
+            if (len(self.shapes) >= WIDTH_CONFIRM and self.pairs > self.misses) or (common and self.pairs >= self.misses):
                 self.width = len(line)
         else:
             self._missed(len(line))
@@ -279,7 +279,7 @@ class Repair:
             self.maxlen = size
             self.fast_below = size
             self.pairs = self.misses = 0
-            self.kinds.clear()
+            self.shapes.clear()
 
     def _place(self, ln: Line) -> Iterator[Line]:
         """Join `ln` to the held wrapped line before it, or hold it if it may be wrapped."""
