@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,6 +121,18 @@ def test_one_wrapped_line_at_a_terminal_width():
     line = "0: [rank0]: RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes."
     lines = ["0: step 1 loss 1.0", line, "1: step 1 loss 1.0"]
     assert fix(wrap(lines, 80)) == lines
+
+
+@pytest.mark.parametrize("mark", list(">#*=|<+$@~"))
+def test_a_line_opened_by_a_mark_is_no_wrapped_rest_of_one_terminal_width_line(mark):
+    # one line that happens to be exactly a terminal width wide, ending in a word, then a
+    # line that opens with a mark programs start their own lines with: two records, not a
+    # word cut at the width and its rest
+    first = ("RuntimeError: worker 3 stopped: " + "x" * 200)[:120]
+    lines = [first, f"{mark} next record of the program"]
+    assert fix(lines) == lines
+    # the same first line followed by the rest of a word is still a wrap undone
+    assert fix([first, "yz and more"]) == [first + "yz and more"]
 
 
 def test_lines_of_the_same_length_that_are_records_are_not_joined():

@@ -368,10 +368,22 @@ def _label_end(line: str) -> int:
     return m.end() if m is not None else 0
 
 
+# characters a program opens a line of its own with (`> building ...`, `# note`, `* item`,
+# `=== banner`, `| table`, `<tag>`, `+ cmd`, `$ cmd`, `@ ...`, `~`); a word cut at a
+# fixed column is not continued by one of them
+LINE_MARKS = frozenset(">#*=|<+$@~")
+
+
 def _inside_word(line: str, nxt: str) -> bool:
     """Was the line cut where a fixed column falls, not where its writer ended it: after a
-    word character or a space, with the rest starting with no space?"""
-    return bool(nxt) and not nxt[0].isspace() and (line[-1:].isspace() or line[-1:].isalnum() or line[-1:] == "_")
+    word character or a space, with the rest starting with no space and not with a mark
+    that opens a line of its own?"""
+    return (
+        bool(nxt)
+        and not nxt[0].isspace()
+        and nxt[0] not in LINE_MARKS
+        and (line[-1:].isspace() or line[-1:].isalnum() or line[-1:] == "_")
+    )
 
 
 def _cr_ended(raw: str) -> bool:
