@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The suite's properties run a fixed, reproducible set of examples by default, so a red run
 # is the code's doing and can be replayed; `pytest --hypothesis-profile=explore` searches
 # new examples, and what it finds becomes a test.
-settings.register_profile("default")
+settings.register_profile("default", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False, max_examples=1000)
 settings.load_profile("default")
 
