@@ -12,6 +12,19 @@ def prefixed(prefix: str, lines: list[str]) -> list[str]:
     return [prefix + line for line in lines]
 
 
+def test_progress_of_a_tagged_printer_does_not_outlive_an_untagged_error(write):
+    # an error printed with no prefix, then progress from a printer named only by a tag or a
+    # host (a Ray worker `(Trainer pid=7)`, `node-2: `): another process's progress, which
+    # says nothing of whether the one that erred went on
+    for tag in ("(Trainer pid=7) ", "(Trainer pid=7, ip=10.0.0.2) ", "node-2: "):
+        text = ["step 1 loss 2.0"] + TB + [tag + "epoch 0, step 2", tag + "epoch 0, step 3"]
+        d = diagnose([write("j.log", "\n".join(text))])
+        assert d.status == "failed" and "Connection reset" in d.root_cause.message, tag
+    # the same progress printed untagged is the one printer's: the error was handled
+    d = diagnose([write("j.log", "\n".join(["step 1 loss 2.0"] + TB + ["epoch 0, step 2", "epoch 0, step 3"]))])
+    assert d.status == "no_failure" and len(d.handled) == 1
+
+
 def test_a_traceback_followed_by_progress_on_the_same_rank_is_handled(write):
     text = prefixed("[rank1]: ", ["step 10 loss 2.0"] + TB + ["step 11 loss 1.9", "step 12 loss 1.8"])
     d = diagnose([write("j.log", "\n".join(text))])

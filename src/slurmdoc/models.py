@@ -155,6 +155,9 @@ class RankActivity:
     # earlier mark of that marker: a progress bar redrawn over steps already reached is not
     # new progress (diagnosis.liveness)
     advanced: dict[str, tuple] = field(default_factory=dict)
+    # a printer told apart from the unprefixed stream only by a host or a tag (Ray's
+    # `(Worker pid=N)`): its progress says nothing of the unprefixed lines' printer
+    tagged: bool = False
 
 
 # ---- what leaves the library -------------------------------------------------------

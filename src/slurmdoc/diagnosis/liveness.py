@@ -16,7 +16,9 @@ process after the error: then its lines are several processes', and progress aft
 error does not show that the one that erred went on.
 
 Only the same printer counts: a rank's prefix or per-rank file, or the one unprefixed
-stream of an input that has no ranked printers (a plain single-process log). A launcher's
+stream of an input that has no ranked printers (a plain single-process log). Printers told
+apart only by a host or a tag (Ray's `(Worker pid=N)`) are neither: their progress does not
+outlive an untagged line's finding, nor does any progress outlive theirs. A launcher's
 or Slurm's report of a failure is never outlived by a rank's progress.
 """
 
@@ -47,6 +49,9 @@ class Liveness:
         for a in activity or []:
             if a.who.rank is None and a.who.label is None and a.who.local is None and a.who.source in ranked:
                 continue  # unprefixed lines among ranked ones: any rank's, not one printer's
+            if a.tagged:
+                continue  # told apart only by a host or a tag: one of several printers that
+                # share the unprefixed stream's key, never the unprefixed printer itself
             marks = [(src, line) for _, src, line in a.advanced.values()]
             if marks:
                 self.progress[a.who.key()] = max(marks)

@@ -154,6 +154,7 @@ class ActivityTracker:
                 self.dropped += 1
                 return
             rec = self._recs[ll.stream] = RankActivity(ll.who, ll.source, ll.lineno, kept, ll.ts, ll.ts)
+            rec.tagged = ll.origin == "unknown" and (ll.tag is not None or ll.node is not None)
         else:
             rec.source, rec.lineno, rec.text, rec.line_ts = ll.source, ll.lineno, kept, ll.ts
             if ll.ts is not None:
