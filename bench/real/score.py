@@ -2,7 +2,7 @@
 
     python bench/real/score.py                    # the dev split, figures only
     python bench/real/score.py --misses           # and every miss, one line each
-    python bench/real/score.py --split holdout    # the held-out split (the honest measure)
+    python bench/real/score.py --split holdout2   # the held-out split (the honest measure)
     python bench/real/score.py --split all --json # machine-readable figures
 
 The labels (bench/real/labels.yaml, and any labels-*.yaml in the logs folder) hold each log's
@@ -104,7 +104,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logs", type=Path, default=DEFAULT_LOGS, help="folder holding <split>/<id>.log (default %(default)s)")
     ap.add_argument("--labels", type=Path, action="append", help="label file(s); default: bench/real/labels.yaml and LOGS/labels-*.yaml")
-    ap.add_argument("--split", default="dev", choices=["dev", "holdout", "all"])
+    ap.add_argument("--split", default="dev", help="a split named in the labels (dev, dev2, holdout2, ...) or all (default %(default)s)")
     ap.add_argument("--misses", action="store_true", help="list every miss")
     ap.add_argument("--json", action="store_true", help="print figures as JSON")
     args = ap.parse_args()
@@ -113,7 +113,12 @@ def main() -> int:
     if not label_files:
         print("score: no label files found", file=sys.stderr)
         return 2
-    labels = [e for e in load_labels(label_files) if args.split == "all" or e.get("split") == args.split]
+    everything = load_labels(label_files)
+    labels = [e for e in everything if args.split == "all" or e.get("split") == args.split]
+    if not labels:
+        known = sorted({str(e.get("split")) for e in everything})
+        print(f"score: no labels of split {args.split!r} (splits: {', '.join(known)}, all)", file=sys.stderr)
+        return 2
     results, missing = [], []
     t0 = time.perf_counter()
     for e in labels:
