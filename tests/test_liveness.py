@@ -128,3 +128,13 @@ def test_unprefixed_progress_does_not_outlive_an_error_when_a_process_is_reporte
     # without the report the same lines are one process that went on
     d = diagnose([write("k.log", "\n".join(text[:4] + text[5:]))])
     assert d.status == "no_failure"
+
+
+def test_a_launchers_timed_failure_report_after_an_unprefixed_error_keeps_it_alive(write):
+    # an unprefixed error, a bar drawn by some process, then the launcher's own record (behind
+    # a logging formatter's time) that a worker failed: several processes print here, and the
+    # bar does not show that the one that erred went on
+    lines = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 198.00 MiB.", "  0%|          | 0/25 [00:00<?, ?it/s]",
+             "[2024-04-20 18:56:38,931] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1) local_rank: 0 (pid: 358104) of binary: /usr/bin/python3"]
+    d = diagnose([write("j.log", "\n".join(lines))])
+    assert d.status == "failed" and d.root_cause.category == "cuda_oom" and d.root_cause.source.endswith(":1")

@@ -204,3 +204,15 @@ def test_words_that_look_like_prefixes_are_text():
     for raw in ("(1) load the data", "stdout_file = run.log", "(see above) RuntimeError: x"):
         ll = parse(raw)
         assert ll.offset == 0 and ll.tag is None, raw
+
+
+@pytest.mark.parametrize("head", ["[2024-04-20 18:56:38,931] ", "2024-04-20 18:56:38,931 - ", "2024-04-20T18:56:38.931Z | "])
+def test_a_launcher_record_behind_a_logging_time_is_the_launchers(head):
+    # a logging formatter's time, then the record's logger name and level: once the time is
+    # taken off as a prefix, the rest is still a launcher's log record, whatever it starts with
+    for body in ("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1) local_rank: 0 (pid: 358104) of binary: /usr/bin/python3",
+                 "torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS environment variable for each process"):
+        ll = parse(head + body)
+        assert ll.origin == "launcher" and ll.text == body and ll.ts is not None
+    # the program's own words behind the same time stay the program's
+    assert parse(head + "step 3 loss 2.0").origin == "unknown"

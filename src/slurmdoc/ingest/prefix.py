@@ -135,12 +135,14 @@ def _year_not_after(ts: datetime, until: datetime) -> int:
 LOG_RECORD = re.compile(r"\[?[IWEF]\d{4} |\[|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):")
 
 
-def classify_origin(text: str) -> Optional[str]:
+def classify_origin(text: str, logged: bool = False) -> Optional[str]:
     """'scheduler' for srun/slurmstepd lines, 'launcher' for torchrun/DeepSpeed launcher log
-    records (not for an exception line that merely names a launcher module)."""
+    records (not for an exception line that merely names a launcher module). `logged`: a
+    logging formatter's time was taken off in front of `text`, so it is a log record whatever
+    it starts with (`torch.distributed.elastic.multiprocessing.api: [ERROR] failed ...`)."""
     if text.startswith(SCHEDULER_STARTS):
         return "scheduler"
-    if text and LOG_RECORD.match(text):
+    if text and (logged or LOG_RECORD.match(text)):
         head = text[:160]
         for mark in LAUNCHER_MARKS:
             if mark in head:
@@ -346,6 +348,7 @@ class PrefixParser:
             pos = m.end()
 
         text = raw[pos:]
+        logged = False
         if ts is None:
             ts = parse_ts(text, self.year)
             if ts is not None and text[:1] in "[12" and (m := LOGGING_HEAD.match(text)) is not None:
@@ -353,6 +356,7 @@ class PrefixParser:
                 # a traceback behind it is a traceback (the stream stays the printer's)
                 pos += m.end()
                 text = raw[pos:]
+                logged = True
         if ts is not None:
             ts = self._date(ts, text, inherit.stream if inherit is not None and pos == 0 else
                             (src.index, label, rank, local) if rank is not None or local is not None else (src.index, label, host, tag))
@@ -363,7 +367,7 @@ class PrefixParser:
             origin = inherit.origin
             return LogLine(src.index, lineno, raw, 0, text, origin, who, inherit.node, inherit.tag, ts, inherit.stream)
 
-        origin = classify_origin(text)
+        origin = classify_origin(text, logged)
         if origin is not None:
             # launcher/scheduler lines name ranks in their text; the prefix only gives the node
             who = RankRef(src.index, label=label, node_index=src.node_index_hint)
