@@ -340,3 +340,20 @@ def test_a_lowercase_name_and_colon_after_frames_is_not_an_exception_line():
     text = "\n".join(TB.split("\n")[:5] + ["env: MODULEPATH entry /opt/modules added"])
     (ev,) = [e for e in events(text) if e.kind == "traceback"]
     assert ev.exception_idx == [] and ev.form == "cut" and "env:" not in "\n".join(ev.lines)
+
+
+def test_a_summary_pasted_without_its_banner_still_yields_its_entries():
+    # a paste or a tail that starts at a section head of the launcher's summary ("Failures:",
+    # "Root Cause (first observed failure):"), its banner and ChildFailedError cut off: the
+    # entries are read as in a whole summary, and it ends at the first line that is not its own
+    for start in ("Failures:", "Root Cause (first observed failure):"):
+        body = SUMMARY.split("\n")
+        cut = body.index(start)
+        text = "\n".join(body[cut:-1] + ["", "the next words of whoever pasted it"])
+        evs = events(text)
+        (inner,) = [e for e in evs if e.kind == "traceback" and e.first.who.rank == 11]
+        assert inner.lines[inner.origin()] == "RuntimeError: CUDA error: an illegal memory access was encountered"
+        assert all("whoever pasted" not in e.text() for e in evs if e.kind == "traceback"), start
+        if start == "Failures:":
+            (sig,) = [e for e in evs if e.kind == "line" and "Signal 15" in e.text()]
+            assert sig.first.who.rank == 12

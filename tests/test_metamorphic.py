@@ -202,7 +202,6 @@ RAY_CONTEXT_CUT = (
     "traceback to lead"
 )
 TAIL_AT_RECORD_MISSES: dict[str, str] = {
-    "launchers/ray_barrier_straggler": RAY_CONTEXT_CUT,
     "launchers/ray_import": RAY_CONTEXT_CUT,
     "launchers/ray_nan": RAY_CONTEXT_CUT,
     "launchers/ray_sigkill": RAY_CONTEXT_CUT,
@@ -217,7 +216,6 @@ HEADERLESS = (
     "then the exception line) is not assembled, so its exception line does not become the root"
 )
 TAIL_HEADERLESS_MISSES: dict[str, str] = {
-    "launchers/ray_barrier_straggler": RAY_CONTEXT_CUT,
     # the child's process index is named on the line above its traceback
     'launchers/spawn_oom': CONTEXT_CUT,
     'launchers/spawn_numpy_oom': CONTEXT_CUT,

@@ -57,6 +57,8 @@ LOG_LEVEL = re.compile(r"\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL|NOTI
 PROGRESS = re.compile(r"\d+%\||\d+/\d+ \[\d|it/s\]|s/it\]")
 # torchrun's summary: a failure entry's head `[0]:` and its fields `  rank      : 5 (local_rank: 1)`
 ENTRY_HEAD = re.compile(r"\s*\[\d+\]:\s*$")
+# the heads of torchrun's summary sections; a paste or a tail may start at one of them
+SUMMARY_HEAD = re.compile(r"\s*(?:Root Cause \(first observed failure\)|Failures):\s*$")
 ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
 # a program saying the traceback it logs next is harmless
 WAIVER = re.compile(r"(?:safe|safely) (?:to )?(?:be )?ignored?\b|can (?:be )?(?:safely )?ignored?\b|(?:you )?may ignore (?:this|the following)|ignoring (?:this|the following) (?:error|exception)", re.I)
@@ -81,7 +83,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "entry_seq")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "entry_seq", "open_summary")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -99,6 +101,7 @@ class _Stream:
         self.stack = False  # frames with no header, after a line introducing them
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
         self.entry_seq: Optional[int] = None  # that entry is the Root Cause: the summary's place in the order
+        self.open_summary = False  # a summary pasted without its opening banner: no closing one to wait for
         self.told: Optional[int] = None  # a launcher said whose traceback comes next (its process index)
         self.last_ts: Optional[datetime] = None
         self.ts_gen = 0
@@ -222,6 +225,14 @@ class Assembler:
                 ev = self._start(st, line, "alone", "tail")
                 ev.exception_idx.append(0)
                 return
+            if t[-1:] == ":" and SUMMARY_HEAD.match(t):
+                # a launcher summary whose banner and ChildFailedError were cut off: its
+                # entries are read as in a whole one, up to the first line that is none of
+                # its own (an entry, a field, a field's indented traceback, a banner)
+                self._start(st, line, "alone", "tail")
+                st.banners = 1
+                st.open_summary = True
+                return
             if self.interesting(t):
                 yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
 
@@ -234,6 +245,7 @@ class Assembler:
             line = LogLine(line.source, line.lineno, line.raw, line.offset, line.text, "rank", who, line.node, line.tag, line.ts, line.stream)
             st.told = None
         ev = st.event = Event("traceback", line, [line.text], [line.lineno], ts=self._when(st, line), seq=self.seq, form=form, waived=waived)  # type: ignore[arg-type]
+        st.open_summary = False
         st.mode = mode
         st.pending = 0
         st.foreign = 0
@@ -337,7 +349,13 @@ class Assembler:
                 yield from self._idle_foreign(st, line)
             return
         if mode == "tail":
-            if st.banners == 1 and st.tail < MAX_TAIL_LINES:
+            if st.banners == 1 and st.open_summary and t.strip() and not t[0].isspace() and not (
+                    ENTRY_HEAD.match(t) or ENTRY_FIELD.match(t) or SUMMARY_HEAD.match(t) or BANNER.match(t) or t.startswith("<")):
+                # the end of a summary pasted without its banners: the next line is not its own
+                st.open_summary = False
+                yield from self._close(st)
+                yield from self._idle(st, line)
+            elif st.banners == 1 and st.tail < MAX_TAIL_LINES:
                 # inside a banner-framed block (torchrun's summary): everything up to the
                 # closing banner belongs to it, blank lines included
                 st.tail += 1
