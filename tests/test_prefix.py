@@ -216,3 +216,30 @@ def test_a_launcher_record_behind_a_logging_time_is_the_launchers(head):
         assert ll.origin == "launcher" and ll.text == body and ll.ts is not None
     # the program's own words behind the same time stay the program's
     assert parse(head + "step 3 loss 2.0").origin == "unknown"
+
+
+@pytest.mark.parametrize("tag, gap", [("job-a/0", " "), ("trainer-1", "  | "), ("exp.pretrain/3", "   "), ("w@node7", " ")])
+def test_a_tools_tag_in_front_of_a_traceback_is_learnt_and_taken_off(tag, gap):
+    # a job runner's or a container tool's tag in front of every line: learnt from lines
+    # whose rest is a traceback's structure, then taken off every line with a tag of that
+    # shape (another replica's number included), so the traceback reads as one
+    p = PrefixParser(2025)
+    lines = [tag + gap + t for t in ('  File "/srv/run.py", line 3, in <module>', "    main()", '  File "/srv/run.py", line 9, in main', "    raise ValueError(x)", "ValueError: bad value 7")]
+    out = [p.parse(SRC, i, raw) for i, raw in enumerate(lines, 1)]
+    assert out[0].tag is None and out[1].tag is None  # one frame is not enough to learn a tag from
+    # from the second frame on: taken off, the frames' and source lines' indentation kept
+    assert [ll.text for ll in out[2:]] == ['  File "/srv/run.py", line 9, in main', "    raise ValueError(x)", "ValueError: bad value 7"]
+    assert {ll.tag for ll in out[2:]} == {tag}
+    other = tag.replace("0", "5").replace("1", "6").replace("3", "8").replace("7", "2")
+    assert p.parse(SRC, 9, other + gap + "step 12 loss 2.0").tag == other
+
+
+def test_a_first_word_is_no_tag_without_a_traceback_behind_it():
+    # words before a gap at the start of ordinary lines (a table, a log without prefixes)
+    # are the program's own, however often they recur
+    p = PrefixParser(2025)
+    rows = [f"epoch-{i}   loss 2.{i}   lr 1e-4" for i in range(9)] + ["gpu0   Tesla V100   32GB"] * 3
+    assert all(p.parse(SRC, i, r).tag is None and p.parse(SRC, i, r).text == r for i, r in enumerate(rows, 1))
+    # a word with no digit, dot, slash or @ before a plain gap is never taken for a tag
+    q = PrefixParser(2025)
+    assert [q.parse(SRC, i, "worker   File \"a.py\", line 1, in f").tag for i in (1, 2, 3)] == [None, None, None]

@@ -56,6 +56,15 @@ _TS_START = frozenset("[0123456789IWEF")
 # NeMo's `i.pretrain/0` or `<name>.<host> [stderr]`
 TAG_SHAPE = re.compile(r"[\w.\-/<>@]+(?: \[(?:stdout|stderr)\])?")
 TB_HEADER_TEXT = "Traceback (most recent call last):"
+# a tool's own tag in front of each line of the program's output (a job runner's
+# `name/0 `, docker compose's `svc-1  | `): a first word and a gap, learnt from lines whose
+# rest is a traceback's structure (header, frame, exception line), then taken off every line
+# that starts with a tag of the same shape
+LEARN_TAG = re.compile(r"([A-Za-z0-9][\w.\-/@]{0,63})( +\| ?(?=\s*\S)| +(?=\S))")
+TAG_REST = re.compile(r'\s*(?:Traceback \(most recent call last\):|File "[^"]*", line \d+|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b)')
+TAG_WORD = re.compile(r"[\w.\-/@]*[\d./@][\w.\-/@]*")  # a tag has a digit or a `.`, `/`, `@` in it
+TAG_CONFIRM = 2  # lines of one tag shape with a traceback's structure after it
+_TAG_DIGITS = re.compile(r"\d+")
 GLUED_SCHEDULER = re.compile(r"(?<=[^\s:])(?:slurmstepd(?:-[\w.\-]+)?: error: |srun: error: )")
 NOT_GLUED_TB = ("Original ", "Exception Group ", "traceback : ", "+ ")
 SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ")
@@ -180,6 +189,36 @@ class PrefixParser:
         self._full: dict[tuple, datetime] = {}  # printer -> its latest full timestamp
         self._latest: Optional[datetime] = None  # the latest full timestamp of any printer
         self._peeking = False
+        self._tags: dict[str, str] = {}  # learnt tag shape (numbers masked) -> the gap after it
+        self._tag_votes: dict[str, int] = {}
+
+    def _learnt_tag(self, raw: str) -> Optional[tuple[str, int]]:
+        """(tag, where the program's line starts) when `raw` starts with a tag whose shape is
+        learnt (or is learnt now). The gap after a tag is learnt with it: a frame's own two
+        spaces of indentation are not part of it."""
+        m = LEARN_TAG.match(raw)
+        if m is None:
+            return None
+        word, gap = m.group(1), m.group(2)
+        piped = gap.strip() == "|"
+        if not piped and not TAG_WORD.fullmatch(word):
+            return None
+        shape = _TAG_DIGITS.sub("0", word)
+        known = self._tags.get(shape)
+        if known is not None:
+            end = len(word) + len(known)
+            return (word, end) if raw.startswith(known, len(word)) else None
+        if self._peeking or TAG_REST.match(raw, m.end()) is None:
+            return None
+        if not piped and raw.startswith('File "', m.end()):
+            gap = gap[:-2] if len(gap) > 2 else gap[:1]  # `tag   File`: the frame's indentation was `  `
+        votes = self._tag_votes.get(shape, 0) + 1
+        if len(self._tag_votes) < 1000:
+            self._tag_votes[shape] = votes
+        if votes < TAG_CONFIRM or len(self._tags) >= 100:
+            return None
+        self._tags[shape] = gap
+        return word, len(word) + len(gap)
 
     def _date(self, ts: datetime, text: str, key: tuple = ()) -> datetime:
         """`ts` with its year resolved when `text` starts with a year-less glog time."""
@@ -342,6 +381,9 @@ class PrefixParser:
                     ts = parse_ts(m.group(1), self.year)
                     tag = m.group(2)
                     pos = m.end()
+
+        if pos == 0 and label is None and rank is None and local is None and host is None and tag is None and raw[:1].isalnum() and (learnt := self._learnt_tag(raw)) is not None:
+            tag, pos = learnt
 
         if raw.startswith("std", pos) and (m := STD_TAG.match(raw, pos)) is not None:
             tag = tag or m.group(1)  # a wrapper's `stderr: ` before the printer's own line
