@@ -357,3 +357,11 @@ def test_a_summary_pasted_without_its_banner_still_yields_its_entries():
         if start == "Failures:":
             (sig,) = [e for e in evs if e.kind == "line" and "Signal 15" in e.text()]
             assert sig.first.who.rank == 12
+
+
+def test_a_summary_entry_whose_traceback_field_says_none_was_recorded_reports_its_exit_code():
+    # torchrun writes "To enable traceback see: <docs url>" when the worker recorded no
+    # traceback: the entry's exit code is then the launcher's whole report on that rank
+    text = SUMMARY.replace("Signal 15 (SIGTERM) received by PID 78", "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    (code,) = [e for e in events(text) if e.kind == "line"]
+    assert code.lines == ["exitcode  : -15 (pid: 78)"] and code.first.who.rank == 12 and code.linenos == [13]

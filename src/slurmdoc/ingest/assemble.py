@@ -57,6 +57,8 @@ LOG_LEVEL = re.compile(r"\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL|NOTI
 PROGRESS = re.compile(r"\d+%\||\d+/\d+ \[\d|it/s\]|s/it\]")
 # torchrun's summary: a failure entry's head `[0]:` and its fields `  rank      : 5 (local_rank: 1)`
 ENTRY_HEAD = re.compile(r"\s*\[\d+\]:\s*$")
+# what torchrun writes in an entry's traceback field when the worker recorded none
+NO_TRACEBACK = "To enable traceback see"
 # the heads of torchrun's summary sections; a paste or a tail may start at one of them
 SUMMARY_HEAD = re.compile(r"\s*(?:Root Cause \(first observed failure\)|Failures):\s*$")
 ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
@@ -479,11 +481,12 @@ class Assembler:
                 rank = int(value.split()[0]) if value.split()[0].isdigit() else None
             elif key == "host":
                 node = value.strip() or None
-            elif key == "traceback":
+            elif key == "traceback" and not value.startswith(NO_TRACEBACK):
                 field = i
         if field is None:
-            # the entry is cut before its traceback field (a paste, a tail): its exit code
-            # is the launcher's whole report on that rank
+            # the entry is cut before its traceback field (a paste, a tail), or the field
+            # says only that none was recorded: its exit code is the launcher's whole report
+            # on that rank
             code = next((i for i, ll in enumerate(entry) if (m := ENTRY_FIELD.match(ll.text)) and m.group(1) == "exitcode"), None)
             if code is None:
                 return
