@@ -141,6 +141,26 @@ def test_both_newline_counters_give_the_exact_readers_json(tmp_path, monkeypatch
     assert _key(fast) == _key(exact) and fast["lines_read"] == exact["lines_read"] == stats["lines"]
 
 
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+def test_parts_scanned_on_four_threads_give_the_exact_readers_json(tmp_path, monkeypatch):
+    """The whole reader with every block scanned in four parts (as on four cores): the
+    exact reader's report, every line counted."""
+    from slurmdoc import api
+
+    out = tmp_path / "job.log"
+    _genlog().generate(str(out), 3, 16, "srun", root_rank=5)
+    exact = json.loads(render(diagnose([str(out)], budget=None)))
+    monkeypatch.setattr(scan_mod, "cores", lambda: 4)
+    monkeypatch.setattr(scan_mod, "BLOCK", 64 << 10)
+    monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4096)
+    monkeypatch.setattr(api, "_PREFILTERS", {})
+    stats: dict = {}
+    fast = json.loads(render(diagnose([str(out)], budget=Budget(head=64 << 10, tail=64 << 10), stats=stats)))
+    assert api._PREFILTERS and all(p._parts == 4 for p in api._PREFILTERS.values())
+    assert stats["parsed"] < stats["lines"] / 4, stats
+    assert _key(fast) == _key(exact) and fast["lines_read"] == exact["lines_read"] == stats["lines"]
+
+
 def test_the_simd_counter_is_used_where_installed():
     want = scan_mod.count_lf_simd if scan_mod._Str is not None else scan_mod.count_lf_bytes
     assert scan_mod.count_lf is want
@@ -184,6 +204,39 @@ def test_prefilter_engines_agree(keywords):
     if scan_mod._hs is not None:
         via_hs = Prefilter(cs, ci, engine="hyperscan")
         assert lines_of(via_hs.find(buf, len(buf))) == [1, 3, 4]
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+@given(
+    st.lists(st.sampled_from([b"Error", b"Traceback", b"xx", b"\n", b"ok ", b"Err", b"or"]), max_size=60),
+    st.integers(1, 4),
+)
+def test_a_block_scanned_in_parts_gives_the_one_part_offsets(pieces, parts):
+    """On several cores a big block is cut after newlines into parts, each scanned on its own
+    thread: any text, any number of parts, the offsets are those of one scan of the whole
+    (a literal next to a cut is neither lost nor found twice)."""
+    p = Prefilter(["Error", "Traceback"], ["or"], engine="hyperscan")
+    buf = bytearray(b"".join(pieces))
+    whole = p._scan(memoryview(buf), 0, len(buf), None)
+    p._parts = parts
+    assert p._find_parallel(buf, len(buf)) == whole
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+def test_big_blocks_are_scanned_in_parts_where_there_are_cores(monkeypatch):
+    """A block of PARALLEL_MIN bytes or more goes to the parallel scan when the prefilter has
+    more than one part (one per core); smaller blocks and one core keep the one-thread scan."""
+    p = Prefilter(["Error"], [], engine="hyperscan")
+    calls = []
+    monkeypatch.setattr(p, "_find_parallel", lambda buf, end: calls.append(end) or [])
+    big = bytearray(b"line Error\n" * (scan_mod.PARALLEL_MIN // 11 + 1))
+    p._parts = 2
+    p.find(bytearray(b"Error\n"), 6)
+    p.find(big, len(big))
+    p._parts = 1
+    p.find(big, len(big))
+    assert calls == [len(big)]
+    assert Prefilter(["a\nb"], [], engine="hyperscan")._parts == 1  # no cut may split a literal
 
 
 def test_ignore_case_literals_match_any_case():

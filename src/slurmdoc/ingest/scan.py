@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
+import threading
 import zlib
 from collections import deque
 from dataclasses import dataclass
@@ -58,6 +60,18 @@ ENGINES = ("auto", "hyperscan", "re2", "re")
 
 BLOCK = 8 << 20
 
+# Hyperscan releases the GIL while it scans: a block this large or larger is cut at
+# newlines into one part per core, scanned side by side (each thread with its own scratch)
+PARALLEL_MIN = 1 << 20
+
+
+def cores() -> int:
+    """The CPUs this process may run on (the affinity mask, under Slurm the allocation)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -88,6 +102,9 @@ class Prefilter:
         words = [(w.encode("utf-8"), False) for w in case_sensitive] + [(w.encode("utf-8"), True) for w in ignore_case]
         self.engine = "none"
         self._db = None
+        self._scratch: list = []  # one per extra thread of a parallel scan
+        # a part boundary is a newline: no literal may span one
+        self._parts = max(1, min(cores(), 4)) if not any(b"\n" in w for w, _ in words) else 1
         self._re: Optional[re.Pattern[bytes]] = None
         if not words:
             return
@@ -132,18 +149,58 @@ class Prefilter:
     def find(self, buf: bytearray, end: int) -> list[int]:
         """Sorted offsets (somewhere inside each match) of every literal in buf[:end]."""
         if self._db is not None:
-            out: list[int] = []
-            add = out.append
-
-            def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-                add(to - 1)
-
-            self._db.scan(memoryview(buf)[:end], match_event_handler=on_match)
-            out.sort()
-            return out
+            if self._parts > 1 and end >= PARALLEL_MIN:
+                return self._find_parallel(buf, end)
+            return self._scan(memoryview(buf), 0, end, None)
         if self._re is not None:
             return [m.start() for m in self._re.finditer(buf, 0, end)]
         return []
+
+
+    def _scan(self, view: memoryview, start: int, end: int, scratch: object) -> list[int]:
+        out: list[int] = []
+        add = out.append
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            add(start + to - 1)
+
+        self._db.scan(view[start:end], match_event_handler=on_match, scratch=scratch)  # type: ignore[union-attr]
+        out.sort()
+        return out
+
+    def _find_parallel(self, buf: bytearray, end: int) -> list[int]:
+        """The same offsets, the block cut after newlines into parts scanned at once: every
+        part but the first on a thread of its own (the scan runs without the GIL)."""
+        cuts = [0]
+        for i in range(1, self._parts):
+            nl = buf.find(b"\n", max(cuts[-1], end * i // self._parts), end)
+            if nl < 0:
+                break
+            cuts.append(nl + 1)
+        cuts.append(end)
+        while len(self._scratch) < len(cuts) - 2:
+            self._scratch.append(_hs.Scratch(self._db))
+        view = memoryview(buf)
+        found: list = [None] * (len(cuts) - 1)
+
+        def part(i: int) -> None:
+            try:
+                found[i] = self._scan(view, cuts[i], cuts[i + 1], self._scratch[i - 1])
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                found[i] = e
+
+        threads = [threading.Thread(target=part, args=(i,), daemon=True) for i in range(1, len(cuts) - 1)]
+        for t in threads:
+            t.start()
+        found[0] = self._scan(view, cuts[0], cuts[1], None)
+        for t in threads:
+            t.join()
+        out: list[int] = []
+        for f in found:
+            if isinstance(f, BaseException):
+                raise f
+            out.extend(f)
+        return out
 
 
 def _hs_literal(w: bytes) -> bytes:
