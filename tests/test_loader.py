@@ -226,6 +226,7 @@ def _remembering(tmp_path, monkeypatch):
     import slurmdoc.engine.loader as lm
 
     monkeypatch.setattr(lm, "CHECKED_CACHE", tmp_path / "cache" / "__pycache__" / "rulepack-checked.txt")
+    monkeypatch.setattr(lm, "PARSED_CACHE", tmp_path / "cache" / "__pycache__" / "rulepack-parsed.marshal")
     monkeypatch.setattr(lm.sys, "dont_write_bytecode", False)
     calls = []
     real = lm.repeat_weight
@@ -273,6 +274,59 @@ def test_a_damaged_or_foreign_record_only_means_checking_again(tmp_path, monkeyp
     lm.CHECKED_CACHE.write_bytes(b"\xff\x00 not a digest\n" + b"0" * 64 + b"\n")
     assert [r.id for r in load_pack(d, "bundled", remember=True)] == ["disk-full"]
     assert len(calls) == 1 and lm.CHECKED_CACHE.read_text().split() == [lm._digest((d / "disk-full.yaml").read_bytes())]
+
+
+def _parsing(monkeypatch, lm):
+    """The YAML texts the loader parses, counted."""
+    parsed = []
+    real = lm.safeyaml.load
+    monkeypatch.setattr(lm.safeyaml, "load", lambda text: parsed.append(text) or real(text))
+    return parsed
+
+
+@pytest.mark.parametrize("how", [{"remember": True}, {"released": True}])
+def test_the_pack_s_yaml_is_parsed_again_only_where_a_file_changed(tmp_path, monkeypatch, how):
+    """The bundled pack (a checkout's or a wheel's): the YAML of the files that passed is kept
+    parsed beside the bytecode, and the next load parses only a changed file; the rules are
+    the same, and a changed file that is now wrong is still refused."""
+    lm, _ = _remembering(tmp_path, monkeypatch)
+    parsed = _parsing(monkeypatch, lm)
+    d = pack(tmp_path, "disk-full.yaml", _rule_with("space left on (?P<path>.+)", "No space left on /x"))
+    (d / "disk-quota.yaml").write_text(_rule_with("quota exceeded on (?P<path>.+)", "No space left: quota exceeded on /y"))
+    first = {r.id: r for r in load_pack(d, "bundled", **how)}
+    assert len(parsed) == 2 and lm.PARSED_CACHE.is_file()
+    parsed.clear()
+    second = {r.id: r for r in load_pack(d, "bundled", **how)}
+    assert parsed == [] and second.keys() == first.keys()
+    for rid, r in second.items():
+        assert r.spec == first[rid].spec and r.groups == first[rid].groups and r.keywords == first[rid].keywords
+    (d / "disk-quota.yaml").write_text(_rule_with("quota exceeded on (?P<path>.+)", "No space left: quota exceeded on /y") + "priority: 101\n")
+    with pytest.raises(RuleError, match=r"disk-quota.*priority"):
+        load_pack(d, "bundled", **how)
+    assert len(parsed) == 1  # only the edited file
+
+
+def test_the_parsed_yaml_is_kept_for_the_bundled_pack_only_and_like_bytecode(tmp_path, monkeypatch):
+    """A user's pack is parsed every time and nothing is kept; under PYTHONDONTWRITEBYTECODE
+    nothing is written either; a damaged record only means parsing again."""
+    lm, _ = _remembering(tmp_path, monkeypatch)
+    parsed = _parsing(monkeypatch, lm)
+    d = pack(tmp_path, "disk-full.yaml", _rule_with("space left on (?P<path>.+)", "No space left on /x"))
+    load_pack(d, "user")
+    load_pack(d, "user")
+    assert len(parsed) == 2 and not lm.PARSED_CACHE.exists()
+    monkeypatch.setattr(lm.sys, "dont_write_bytecode", True)
+    load_pack(d, "bundled", remember=True)
+    assert not lm.PARSED_CACHE.exists()
+    monkeypatch.setattr(lm.sys, "dont_write_bytecode", False)
+    lm.PARSED_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    for junk in (b"", b"\xff\x00 not marshal", b"\xe9\x00\x00\x00\x00"):  # nothing, garbage, a marshalled int
+        lm.PARSED_CACHE.write_bytes(junk)
+        parsed.clear()
+        assert [r.id for r in load_pack(d, "bundled", remember=True)] == ["disk-full"]
+        assert len(parsed) == 1
+    parsed.clear()
+    assert [r.id for r in load_pack(d, "bundled", remember=True)] == ["disk-full"] and parsed == []
 
 
 # ---- hostile packs: refused at load, quickly, with exit 3 and a line naming the file -----

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import marshal
 import os
 import re
 import string
@@ -171,6 +172,12 @@ def _compile(pattern: str, flags: int, check: bool = True):
 # source, the Python and `regex` versions). Written like bytecode: not under
 # PYTHONDONTWRITEBYTECODE, and never an error when it cannot be.
 CHECKED_CACHE = Path(__file__).resolve().parent / "__pycache__" / "rulepack-checked.txt"
+# Beside it, the same files' YAML as parsed (the pack's data, before validation): parsing
+# the bundled pack's YAML is most of loading it, and of start-up after the imports. Keyed
+# by the same digests, marshalled (the format of the bytecode beside it); validation and
+# every check but the regex ones still run on it each time.
+PARSED_CACHE = CHECKED_CACHE.with_name("rulepack-parsed.marshal")
+MAX_PARSED_CACHE = 16 << 20
 _SALT: Optional[bytes] = None
 
 
@@ -181,7 +188,11 @@ def _digest(raw: bytes) -> str:
             own = Path(__file__).read_bytes()
         except OSError:
             own = os.urandom(16)  # no source to key on: nothing will match
-        _SALT = hashlib.sha256(own + f"\0{sys.version}\0{regex.__version__}\0".encode()).digest()
+        try:  # what the parsed data depends on: the YAML reader
+            own += Path(safeyaml.__file__).read_bytes()
+        except OSError:
+            own += os.urandom(16)
+        _SALT = hashlib.sha256(own + f"\0{sys.version}\0{regex.__version__}\0{yaml.__version__}\0".encode()).digest()
     return hashlib.sha256(_SALT + raw).hexdigest()
 
 
@@ -209,20 +220,56 @@ def _write_checked(digests: set[str]) -> None:
             pass
 
 
+def _read_parsed() -> dict:
+    try:
+        with open(PARSED_CACHE, "rb") as f:
+            blob = f.read(MAX_PARSED_CACHE + 1)
+        got = marshal.loads(blob) if len(blob) <= MAX_PARSED_CACHE else None
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _marshals(data: object) -> bool:
+    """YAML data marshal keeps as it is (a date, say, it does not)."""
+    try:
+        marshal.dumps(data)
+    except ValueError:
+        return False
+    return True
+
+
+def _write_parsed(parsed: dict) -> None:
+    if sys.dont_write_bytecode:
+        return
+    tmp = PARSED_CACHE.with_name(f"{PARSED_CACHE.name}.{os.getpid()}.tmp")
+    try:
+        PARSED_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(marshal.dumps({k: v for k, v in parsed.items() if _marshals(v)}))
+        os.replace(tmp, PARSED_CACHE)
+    except (OSError, ValueError):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
 def load_file(path: Path, pack: str, released: bool = False, checked: Optional[set[str]] = None,
-              passed: Optional[set[str]] = None) -> Rule:
+              passed: Optional[set[str]] = None, parsed: Optional[dict] = None, fresh: Optional[dict] = None) -> Rule:
     """One rule file, validated and compiled; RuleError names file, line, rule and field.
 
     `checked`: digests of rule files whose patterns passed the regex checks before (see
     load_pack): a file found there is loaded as a released one. `passed` receives this
-    file's digest once it passes."""
+    file's digest once it passes. `parsed`: digest -> YAML data of files that passed
+    before (their YAML is not parsed again); `fresh` receives this file's, once it passes."""
     fname = str(path)
     stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name[: -len(".yml")]
     digest = None
     try:
         raw = safeyaml.read_capped(path)
-        if checked is not None and not released:
+        if (checked is not None and not released) or parsed is not None:
             digest = _digest(raw)
+        if checked is not None and not released:
             released = digest in checked
         raw_text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -230,7 +277,10 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
     except safeyaml.YamlLimitError as e:
         raise RuleError(fname, stem, None, f"refused: {e.problem}")
     try:
-        data = safeyaml.load(raw_text)  # bounded, then safe: plain YAML types only
+        if parsed is not None and digest in parsed:
+            data = parsed[digest]
+        else:
+            data = safeyaml.load(raw_text)  # bounded, then safe: plain YAML types only
     except safeyaml.YamlLimitError as e:
         raise RuleError(f"{fname}:{e.line}" if e.line else fname, stem, None, f"refused: {e.problem}")
     except yaml.YAMLError as e:
@@ -321,6 +371,8 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
     keywords = tuple(k.lower() for k in spec.keywords) if spec.ignore_case else tuple(spec.keywords)
     if digest is not None and passed is not None:
         passed.add(digest)
+    if digest is not None and fresh is not None:
+        fresh[digest] = data
     return Rule(stem, spec, fname, pack, patterns, excludes, keywords, frozenset(groups), known)
 
 
@@ -449,16 +501,19 @@ def load_pack(directory: Path, pack: str, released: bool = False, remember: bool
     `remember`: the bundled pack of a source checkout, which anyone may have edited: its
     patterns are checked, and the digest of each file that passed is kept (CHECKED_CACHE),
     so that the next run checks only the files that changed since (most of start-up's
-    rule loading otherwise).
+    rule loading otherwise). Both: the YAML of the files that passed is kept parsed
+    (PARSED_CACHE), where it can be written, and only a changed file is parsed again.
     """
     if not directory.is_dir():
         raise RuleError(str(directory), None, None, "rule directory does not exist")
     rules: dict[str, Rule] = {}
     keywords = 0
     checked = _read_checked() if remember and not released else None
+    parsed = _read_parsed() if remember or released else None
     passed: set[str] = set()
+    fresh: dict = {}
     for path in rule_files(directory):
-        rule = load_file(path, pack, released, checked, passed)
+        rule = load_file(path, pack, released, checked, passed, parsed, fresh if parsed is not None else None)
         if rule.id in rules:
             raise RuleError(str(path), rule.id, "id", f"duplicate rule id, also defined in {rules[rule.id].file}")
         rules[rule.id] = rule
@@ -467,6 +522,8 @@ def load_pack(directory: Path, pack: str, released: bool = False, remember: bool
             check_keywords(list(rules.values()), str(directory))
     if checked is not None and passed != checked:
         _write_checked(passed)  # the pack as it is now: a file edited or removed drops out
+    if parsed is not None and fresh.keys() != parsed.keys():
+        _write_parsed(fresh)
     return list(rules.values())
 
 
