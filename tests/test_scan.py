@@ -239,6 +239,35 @@ def test_big_blocks_are_scanned_in_parts_where_there_are_cores(monkeypatch):
     assert Prefilter(["a\nb"], [], engine="hyperscan")._parts == 1  # no cut may split a literal
 
 
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+def test_the_compiled_prefilter_is_kept_like_bytecode(tmp_path, monkeypatch, keywords):
+    """The Hyperscan database of a literal set is kept beside the bytecode and loaded by the
+    next prefilter of the same set (no compiling, same offsets); another set, a damaged file
+    or PYTHONDONTWRITEBYTECODE only mean compiling."""
+    cs, ci = keywords
+    monkeypatch.setattr(scan_mod, "HS_CACHE", tmp_path / "__pycache__" / "prefilter.hsdb")
+    monkeypatch.setattr(scan_mod.sys, "dont_write_bytecode", False)
+    compiled = []
+    real = scan_mod._hs.Database
+    monkeypatch.setattr(scan_mod._hs, "Database", lambda **kw: compiled.append(1) or real(**kw))
+    buf = bytearray(b"ok\n1: torch.OutOfMemoryError: CUDA out of memory\nnothing\n[rank3]: Traceback (most recent call last):\n")
+    want = Prefilter(cs, ci, engine="hyperscan").find(buf, len(buf))
+    assert len(want) >= 2 and compiled == [1] and scan_mod.HS_CACHE.is_file()
+    again = Prefilter(cs, ci, engine="hyperscan")
+    assert compiled == [1] and again.find(buf, len(buf)) == want
+    again._parts = 2
+    assert again._find_parallel(buf, len(buf)) == want  # the loaded database's extra scratch works
+    assert Prefilter(["nothing"], [], engine="hyperscan").find(buf, len(buf)) and compiled == [1, 1]
+    for junk in (b"", b"\x00" * 40, scan_mod.HS_CACHE.read_bytes()[:-7]):
+        scan_mod.HS_CACHE.write_bytes(junk)
+        assert Prefilter(cs, ci, engine="hyperscan").find(buf, len(buf)) == want
+    assert len(compiled) == 5
+    monkeypatch.setattr(scan_mod.sys, "dont_write_bytecode", True)
+    scan_mod.HS_CACHE.unlink()
+    Prefilter(cs, ci, engine="hyperscan")
+    assert not scan_mod.HS_CACHE.exists()
+
+
 def test_ignore_case_literals_match_any_case():
     for engine in ["re", "re2"] + (["hyperscan"] if scan_mod._hs is not None else []):
         p = Prefilter(["Exact"], ["shouting"], engine=engine)

@@ -21,13 +21,16 @@ when lines were skipped (`skipped`), so it can stop trusting the timestamps it s
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import re
+import sys
 import threading
 import zlib
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, SNIFF, Gunzipped, Input, _Prefixed, _utf16_lines, damage, looks_binary, read_failure
@@ -109,13 +112,14 @@ class Prefilter:
         if not words:
             return
         if engine in ("auto", "hyperscan") and _hs is not None:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            db.compile(
-                expressions=[_hs_literal(w) for w, _ in words],
-                ids=list(range(len(words))),
-                elements=len(words),
-                flags=[_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in words],
-            )
+            expressions = [_hs_literal(w) for w, _ in words]
+            flags = [_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in words]
+            key = _hs_key(expressions, flags)
+            db = _hs_load(key)
+            if db is None:
+                db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+                db.compile(expressions=expressions, ids=list(range(len(words))), elements=len(words), flags=flags)
+                _hs_keep(key, db)
             self._db = db
             self.engine = "hyperscan"
             return
@@ -201,6 +205,49 @@ class Prefilter:
                 raise f
             out.extend(f)
         return out
+
+
+# The compiled Hyperscan database of the last literal set, kept beside this module's bytecode
+# (compiling ~320 literals is several ms of every start-up): the digest of what it was
+# compiled from, then Hyperscan's own serialised form, which it refuses to load on a
+# machine or a version it does not fit (then it is compiled again). Written like bytecode.
+HS_CACHE = Path(__file__).resolve().parent / "__pycache__" / "prefilter.hsdb"
+MAX_HS_CACHE = 64 << 20
+
+
+def _hs_key(expressions: list[bytes], flags: list[int]) -> bytes:
+    h = hashlib.sha256(f"{_hs.__version__}\0{sys.version}\0".encode())
+    for e, f in zip(expressions, flags):
+        h.update(b"%d:%d:%s\0" % (f, len(e), e))
+    return h.digest()
+
+
+def _hs_load(key: bytes):
+    try:
+        with open(HS_CACHE, "rb") as f:
+            blob = f.read(MAX_HS_CACHE + 1)
+        if len(blob) > MAX_HS_CACHE or blob[: len(key)] != key:
+            return None
+        db = _hs.loadb(blob[len(key):], _hs.HS_MODE_BLOCK)
+        db.scratch = _hs.Scratch(db)  # a loaded database comes without one
+        return db
+    except Exception:  # noqa: BLE001 - unreadable, damaged, another machine's: compile instead
+        return None
+
+
+def _hs_keep(key: bytes, db) -> None:
+    if sys.dont_write_bytecode:
+        return
+    tmp = HS_CACHE.with_name(f"{HS_CACHE.name}.{os.getpid()}.tmp")
+    try:
+        HS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(key + _hs.dumpb(db))
+        os.replace(tmp, HS_CACHE)
+    except Exception:  # noqa: BLE001 - a cache that cannot be written is only not kept
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 def _hs_literal(w: bytes) -> bytes:
