@@ -196,6 +196,7 @@ def main() -> None:
     d.mkdir(parents=True, exist_ok=True)
     if a.startup:
         print_startup(startup(d, max(a.reps, 5)), max(a.reps, 5))
+        print(load())
         return
     cs, ci, engine = keywords()
     reps = 2 if a.quick else a.reps
@@ -213,6 +214,7 @@ def main() -> None:
     print(f"# {subprocess.run(['grep', '-V'], capture_output=True, text=True).stdout.splitlines()[0]}; "
           + (subprocess.run([rg, "-V"], capture_output=True, text=True).stdout.splitlines()[0] if rg else "rg: not installed, its column is left out"))
     print(f"# words: '{WORDS}'; in brackets each command's time / slurmdoc's (above 1: slurmdoc is faster)")
+    print(f"# {load()} at the start (the machine may be shared: figures are only as quiet as it was)")
     print()
     heads = {"grep_rules": f"grep -E, {len(cs) + len(ci)} rule literals", "grep_words": "grep -E, 9 words", "rg_words": "rg, 9 words",
              "wc": "wc -l", "cat": "cat > /dev/null"}
@@ -234,6 +236,15 @@ def main() -> None:
     print(f"512 per-rank files vs one file of the same size: {files['slurmdoc_s'] / single['slurmdoc_s']:.2f}x the time "
           f"({files['slurmdoc_cpu_s'] / single['slurmdoc_cpu_s']:.2f}x the CPU time)")
     print("every diagnosis above named the planted root cause, its rank, file and line, and every timed-out rank")
+    print(f"{load()} at the end")
+
+
+def load() -> str:
+    """The load averages (1, 5, 15 minutes), where the platform has them."""
+    try:
+        return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except (AttributeError, OSError):
+        return "load average unknown"
 
 
 def print_startup(s: dict, reps: int) -> None:
