@@ -268,6 +268,47 @@ def test_the_compiled_prefilter_is_kept_like_bytecode(tmp_path, monkeypatch, key
     assert not scan_mod.HS_CACHE.exists()
 
 
+_WORD = st.text(alphabet="aAbB: -", min_size=1, max_size=5).map(str.encode)
+
+
+def _lines_holding(words, text: bytes) -> list[int]:
+    """The numbers of the lines that hold a literal, by brute force (ASCII case folding)."""
+    out = []
+    for n, line in enumerate(text.split(b"\n")):
+        if any((w.lower() in line.lower()) if ci else (w in line) for w, ci in words):
+            out.append(n)
+    return out
+
+
+@given(st.lists(st.tuples(_WORD, st.booleans()), min_size=1, max_size=12), st.lists(st.sampled_from(
+    [b"a", b"A", b"b", b"B", b":", b" ", b"-", b"\n", b"ab", b"AB", b"a:b", b"Ab -"]), max_size=60))
+def test_the_literals_left_out_find_no_line_the_others_miss(words, pieces):
+    """A literal holding another is left out of the search: any literals, any text, every
+    engine finds exactly the lines that hold one of all the literals."""
+    kept = scan_mod.covering(words)
+    assert set(kept) <= set(words) and len(kept) <= len(set(words))
+    text = b"".join(pieces)
+    buf = bytearray(text)
+    want = _lines_holding(words, text)
+    assert _lines_holding(kept, text) == want
+    cs = [w.decode() for w, ci in words if not ci]
+    ci = [w.decode() for w, ci in words if ci]
+    for engine in ["re", "re2"] + (["hyperscan"] if scan_mod._hs is not None else []):
+        p = Prefilter(cs, ci, engine=engine)
+        assert sorted({text.count(b"\n", 0, o) for o in p.find(buf, len(buf))}) == want, engine
+
+
+def test_the_rule_pack_s_literals_that_hold_another_are_left_out(keywords):
+    """On the bundled pack: many literals hold a shorter one (`OutOfMemoryError` and `Error`);
+    each one left out holds one kept, case for case."""
+    cs, ci = keywords
+    words = [(w.encode(), False) for w in cs] + [(w.encode(), True) for w in ci]
+    kept = scan_mod.covering(words)
+    assert len(kept) < 0.9 * len(set(words))
+    for w, c in set(words) - set(kept):
+        assert any((k.lower() in w.lower()) if kc else (not c and k in w) for k, kc in kept), w
+
+
 def test_ignore_case_literals_match_any_case():
     for engine in ["re", "re2"] + (["hyperscan"] if scan_mod._hs is not None else []):
         p = Prefilter(["Exact"], ["shouting"], engine=engine)

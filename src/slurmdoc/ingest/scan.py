@@ -28,6 +28,7 @@ import re
 import sys
 import threading
 import zlib
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,19 +113,24 @@ class Prefilter:
         if not words:
             return
         if engine in ("auto", "hyperscan") and _hs is not None:
-            expressions = [_hs_literal(w) for w, _ in words]
-            flags = [_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in words]
-            key = _hs_key(expressions, flags)
+            key = _hs_key(words)
             db = _hs_load(key)
             if db is None:
+                kept = covering(words)
                 db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-                db.compile(expressions=expressions, ids=list(range(len(words))), elements=len(words), flags=flags)
+                db.compile(
+                    expressions=[_hs_literal(w) for w, _ in kept],
+                    ids=list(range(len(kept))),
+                    elements=len(kept),
+                    flags=[_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in kept],
+                )
                 _hs_keep(key, db)
             self._db = db
             self.engine = "hyperscan"
             return
         if engine == "hyperscan":
             raise RuntimeError("hyperscan is not installed")
+        words = covering(words)
         if engine in ("auto", "re2"):
             # RE2 (Linux on arm64, where Hyperscan has no wheel): a DFA, linear in the input
             try:
@@ -215,10 +221,16 @@ HS_CACHE = Path(__file__).resolve().parent / "__pycache__" / "prefilter.hsdb"
 MAX_HS_CACHE = 64 << 20
 
 
-def _hs_key(expressions: list[bytes], flags: list[int]) -> bytes:
-    h = hashlib.sha256(f"{_hs.__version__}\0{sys.version}\0".encode())
-    for e, f in zip(expressions, flags):
-        h.update(b"%d:%d:%s\0" % (f, len(e), e))
+def _hs_key(words: list[tuple[bytes, bool]]) -> bytes:
+    """The digest of a literal set, and of what its database is made with: this module's
+    source (which literals are kept, how they are written), Hyperscan's and Python's versions."""
+    try:
+        own = Path(__file__).read_bytes()
+    except OSError:
+        own = os.urandom(16)  # no source to key on: nothing will match
+    h = hashlib.sha256(own + f"\0{_hs.__version__}\0{sys.version}\0".encode())
+    for w, ci in words:
+        h.update(b"%d:%d:%s\0" % (ci, len(w), w))
     return h.digest()
 
 
@@ -248,6 +260,41 @@ def _hs_keep(key: bytes, db) -> None:
             tmp.unlink()
         except OSError:
             pass
+
+
+def covering(words: list[tuple[bytes, bool]]) -> list[tuple[bytes, bool]]:
+    """The literals (bytes, ignore case) worth searching for: a literal that holds another one
+    is left out, as every line holding it holds the other (`CUDA error: out of memory` and
+    `CUDA error`), unless only it ignores case; so are repeats, and other cases of a literal
+    that ignores case. Same lines found, fewer literals to search for (the rule pack's 329
+    are 257: a quarter of the prefilter's time)."""
+    uniq = list(dict.fromkeys(words))
+    if any(b"\0" in w for w, _ in uniq):
+        return uniq  # the separator below: keep every literal
+    text = b"\0".join(w for w, _ in uniq)  # each literal searched for in all of them at once
+    low = text.lower()
+    starts = []
+    at = 0
+    for w, _ in uniq:
+        starts.append(at)
+        at += len(w) + 1
+    first_case: dict[bytes, int] = {}  # lower case -> the first case-free literal of it
+    for k, (w, ci) in enumerate(uniq):
+        if ci:
+            first_case.setdefault(w.lower(), k)
+    held = [False] * len(uniq)
+    for k, (w, ci) in enumerate(uniq):
+        if ci and first_case[w.lower()] != k:
+            held[k] = True  # another case of one kept
+            continue
+        hay, needle = (low, w.lower()) if ci else (text, w)
+        i = hay.find(needle)
+        while i >= 0:
+            o = bisect_right(starts, i) - 1  # the literal it was found in
+            if o != k and (ci or not uniq[o][1]):  # an exact literal never holds a case-free one
+                held[o] = True
+            i = hay.find(needle, i + 1)
+    return [u for u, h in zip(uniq, held) if not h]
 
 
 def _hs_literal(w: bytes) -> bytes:
