@@ -188,3 +188,57 @@ def test_known_ranks_still_reads_ranks(tmp_path):
     m = Matcher(book_of(tmp_path, ("summary", body)))
     got = m.classify(line_event("failed rank 3, rank 5, rank 4"))
     assert got.known_ranks == (3, 4, 5) and not m.timeouts
+
+
+# ---- the keyword index (many events: every rule's keywords found in one pass) ----------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from slurmdoc.engine import matcher as matcher_mod  # noqa: E402
+from slurmdoc.engine.loader import load_rulebook  # noqa: E402
+from slurmdoc.ingest import scan as scan_mod  # noqa: E402
+
+_BOOK = load_rulebook(None)
+_PIECES = sorted({k for r in _BOOK.rules for k in r.keywords})[::7] + ["\n", " ", "É", "ß", "İ", "K"]
+
+
+def _by_loop(rules, text: str) -> set[str]:
+    lowered = text.lower()
+    return {r.id for r in rules if any(k in (lowered if r.spec.ignore_case else text) for k in r.keywords)}
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+@given(st.lists(st.sampled_from(_PIECES).flatmap(lambda k: st.sampled_from([k, k.upper(), k.lower(), k[1:], k[:-1]])), max_size=12))
+def test_the_keyword_index_finds_the_rules_the_loop_finds(pieces):
+    """The bundled pack's keywords, glued, cut, in other cases, beside non-ASCII letters
+    whose lower case differs in length: the index names exactly the rules whose keywords the
+    text (the lowered text, for an ignore-case rule) holds."""
+    text = "".join(pieces)
+    index = matcher_mod.KeywordIndex(_BOOK.rules, scan_mod._hs)
+    assert index.rules_in(text, text.lower()) == _by_loop(_BOOK.rules, text)
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+def test_with_the_index_from_the_first_event_every_fixture_reads_the_same(monkeypatch):
+    """A big log switches to the index after INDEX_AFTER events; with it from the first,
+    every form and fixture gives the same JSON as with none."""
+    import json
+    from pathlib import Path
+
+    from slurmdoc.api import diagnose
+    from slurmdoc.report.json_format import render
+
+    root = Path(__file__).resolve().parent.parent
+    cases = sorted(str(p) for p in (root / "tests" / "forms").glob("*.log")) + sorted(
+        str(p) for p in (root / "fixtures").glob("*/*") if p.is_dir())
+    assert len(cases) > 20
+    built = []
+    real = matcher_mod.KeywordIndex
+    monkeypatch.setattr(matcher_mod, "KeywordIndex", lambda *a: built.append(1) or real(*a))
+    for case in cases:
+        monkeypatch.setattr(matcher_mod, "INDEX_AFTER", 10**9)
+        without = json.loads(render(diagnose([case], rulebook=_BOOK)))
+        monkeypatch.setattr(matcher_mod, "INDEX_AFTER", 1)
+        assert json.loads(render(diagnose([case], rulebook=_BOOK))) == without, case
+    assert len(built) > 0.9 * len(cases)  # built on the first event (a log with none builds none)

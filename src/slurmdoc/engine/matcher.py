@@ -13,6 +13,9 @@ from slurmdoc.engine.loader import MATCH_TIMEOUT, Rule, Rulebook
 from slurmdoc.models import Event
 
 MAX_TIMEOUTS = 3  # a rule that times out on this many events is not tried again in the run
+# events classified keyword by keyword before the rules' keywords are indexed (KeywordIndex):
+# building the index costs a few ms, which a small log would not win back
+INDEX_AFTER = 1000
 RULE_TIME_BUDGET = 20.0  # seconds one rule may spend matching in a run (a slow pattern that never times out)
 
 
@@ -66,6 +69,50 @@ def _keyword_regex(cs: tuple[str, ...], ci: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(parts)) if parts else re.compile(r"(?!x)x")
 
 
+class KeywordIndex:
+    """The ids of the rules with a keyword in an event's text, all found in one pass over it
+    (Hyperscan, every keyword at once, overlapping ones too) instead of trying each rule's
+    keywords in turn. The same rules: a keyword of an ignore-case rule (lower case) is looked
+    for in the lowered text, the others in the text, as the loop does."""
+
+    def __init__(self, rules: list[Rule], hs) -> None:
+        exact: dict[bytes, list[str]] = {}
+        lower: dict[bytes, list[str]] = {}
+        for r in rules:
+            table = lower if r.spec.ignore_case else exact
+            for k in r.keywords:
+                table.setdefault(k.encode("utf-8", "surrogatepass"), []).append(r.id)
+        self._hs = hs
+        self._exact = self._compile(exact)
+        self._lower = self._compile(lower)
+
+    def _compile(self, table: dict[bytes, list[str]]):
+        if not table:
+            return None
+        from slurmdoc.ingest.scan import _hs_literal
+
+        words = list(table)
+        db = self._hs.Database(mode=self._hs.HS_MODE_BLOCK)
+        db.compile(expressions=[_hs_literal(w) for w in words], ids=list(range(len(words))), elements=len(words),
+                   flags=[self._hs.HS_FLAG_SINGLEMATCH] * len(words))
+        return db, [tuple(table[w]) for w in words]
+
+    def rules_in(self, text: str, lowered: Optional[str]) -> set[str]:
+        """Ids of the rules with a keyword in `text` (`lowered`: text.lower(), for the
+        ignore-case rules; None when there are none)."""
+        found: set[str] = set()
+        for compiled, hay in ((self._exact, text), (self._lower, lowered)):
+            if compiled is None or hay is None:
+                continue
+            db, owners = compiled
+
+            def on_match(i: int, _from: int, _to: int, _flags: int, _ctx: object) -> None:
+                found.update(owners[i])
+
+            db.scan(hay.encode("utf-8", "surrogatepass"), match_event_handler=on_match)
+        return found
+
+
 class Matcher:
     def __init__(self, book: Rulebook) -> None:
         self.book = book
@@ -81,25 +128,49 @@ class Matcher:
         self._prefilter: Optional[re.Pattern[str]] = None  # built on first use (start-up)
         self._line_rules = [r for r in self.ordered if r.spec.scope in ("line", "any")]
         self._tb_rules = [r for r in self.ordered if r.spec.scope in ("traceback", "any")]
+        self._classified = 0
+        self._index: Optional[KeywordIndex] = None
+        self._any_ci = any(r.spec.ignore_case for r in book.rules)
 
     def interesting(self, text: str) -> bool:
         if self._prefilter is None:
             self._prefilter = _keyword_regex(tuple(self.keywords[0]), tuple(self.keywords[1]))
         return self._prefilter.search(text) is not None
 
+    def _keyword_index(self) -> Optional[KeywordIndex]:
+        """The keyword index, once INDEX_AFTER events were classified, where Hyperscan is
+        installed (else None: each rule's keywords are tried in turn)."""
+        self._classified += 1
+        if self._index is None and self._classified == INDEX_AFTER:
+            from slurmdoc.ingest.scan import _hs
+
+            if _hs is not None:
+                self._index = KeywordIndex(self.book.rules, _hs)
+        return self._index
+
     def classify(self, event: Event) -> Optional[Match]:
         text = event.text()
         lowered: Optional[str] = None
         rules = self._tb_rules if event.kind == "traceback" else self._line_rules
+        index = self._keyword_index()
+        holding = None
+        if index is not None:
+            if self._any_ci:
+                lowered = text.lower()
+            holding = index.rules_in(text, lowered)
         for rule in rules:
-            if rule.spec.ignore_case:
-                if lowered is None:
-                    lowered = text.lower()
-                hay = lowered
+            if holding is not None:
+                if rule.id not in holding:
+                    continue
             else:
-                hay = text
-            if not any(k in hay for k in rule.keywords):
-                continue
+                if rule.spec.ignore_case:
+                    if lowered is None:
+                        lowered = text.lower()
+                    hay = lowered
+                else:
+                    hay = text
+                if not any(k in hay for k in rule.keywords):
+                    continue
             origin = event.origin() if event.kind == "traceback" else -1
             m = self.match_rule(rule, text, event.lines[origin] if origin >= 0 else None)
             if m is not None:
