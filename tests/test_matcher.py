@@ -242,3 +242,17 @@ def test_with_the_index_from_the_first_event_every_fixture_reads_the_same(monkey
         monkeypatch.setattr(matcher_mod, "INDEX_AFTER", 1)
         assert json.loads(render(diagnose([case], rulebook=_BOOK))) == without, case
     assert len(built) > 0.9 * len(cases)  # built on the first event (a log with none builds none)
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+@given(st.lists(st.sampled_from(_PIECES).flatmap(lambda k: st.sampled_from([k, k.upper(), k.lower(), k[1:], k[:-1]])), max_size=12))
+def test_a_line_is_interesting_with_the_index_as_without(pieces):
+    """Once the keywords are indexed, `interesting` asks the index for the exact keywords and
+    Python's re for the ignore-case ones, as before: the same answer for any text."""
+    text = "".join(pieces)
+    plain = Matcher(_BOOK)
+    indexed = Matcher(_BOOK)
+    indexed._classified = matcher_mod.INDEX_AFTER - 1
+    indexed._keyword_index()
+    assert indexed._index is not None
+    assert indexed.interesting(text) == plain.interesting(text)

@@ -97,6 +97,14 @@ class KeywordIndex:
                    flags=[self._hs.HS_FLAG_SINGLEMATCH] * len(words))
         return db, [tuple(table[w]) for w in words]
 
+    def holds_exact(self, text: str) -> bool:
+        """The text holds a keyword of a rule that does not ignore case."""
+        if self._exact is None:
+            return False
+        hit: list[int] = []
+        self._exact[0].scan(text.encode("utf-8", "surrogatepass"), match_event_handler=lambda i, *_: hit.append(i))
+        return bool(hit)
+
     def rules_in(self, text: str, lowered: Optional[str]) -> set[str]:
         """Ids of the rules with a keyword in `text` (`lowered`: text.lower(), for the
         ignore-case rules; None when there are none)."""
@@ -130,9 +138,12 @@ class Matcher:
         self._tb_rules = [r for r in self.ordered if r.spec.scope in ("traceback", "any")]
         self._classified = 0
         self._index: Optional[KeywordIndex] = None
+        self._ci_regex: Optional[re.Pattern[str]] = None  # interesting(): the ignore-case keywords, once indexed
         self._any_ci = any(r.spec.ignore_case for r in book.rules)
 
     def interesting(self, text: str) -> bool:
+        if self._index is not None:  # the exact keywords by the index, the few others by re
+            return self._index.holds_exact(text) or (self._ci_regex is not None and self._ci_regex.search(text) is not None)
         if self._prefilter is None:
             self._prefilter = _keyword_regex(tuple(self.keywords[0]), tuple(self.keywords[1]))
         return self._prefilter.search(text) is not None
@@ -146,6 +157,8 @@ class Matcher:
 
             if _hs is not None:
                 self._index = KeywordIndex(self.book.rules, _hs)
+                ci = self.keywords[1]
+                self._ci_regex = re.compile(f"(?i:{trie_regex(list(ci))})") if ci else None
         return self._index
 
     def classify(self, event: Event) -> Optional[Match]:
