@@ -166,7 +166,6 @@ class Prefilter:
             return [m.start() for m in self._re.finditer(buf, 0, end)]
         return []
 
-
     def _scan(self, view: memoryview, start: int, end: int, scratch: object) -> list[int]:
         out: list[int] = []
         add = out.append
@@ -200,11 +199,14 @@ class Prefilter:
                 found[i] = e
 
         threads = [threading.Thread(target=part, args=(i,), daemon=True) for i in range(1, len(cuts) - 1)]
-        for t in threads:
-            t.start()
-        found[0] = self._scan(view, cuts[0], cuts[1], None)
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.start()
+            found[0] = self._scan(view, cuts[0], cuts[1], None)
+        finally:  # never leave a thread scanning with a scratch the next call will use
+            for t in threads:
+                if t.ident is not None:  # started
+                    t.join()
         out: list[int] = []
         for f in found:
             if isinstance(f, BaseException):
