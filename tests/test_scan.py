@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,7 @@ def test_parts_scanned_on_four_threads_give_the_exact_readers_json(tmp_path, mon
     monkeypatch.setattr(scan_mod, "cores", lambda: 4)
     monkeypatch.setattr(scan_mod, "BLOCK", 64 << 10)
     monkeypatch.setattr(scan_mod, "PARALLEL_MIN", 4096)
+    monkeypatch.setattr(scan_mod, "PARALLEL_PIECE", 4096)
     monkeypatch.setattr(api, "_PREFILTERS", {})
     stats: dict = {}
     fast = json.loads(render(diagnose([str(out)], budget=Budget(head=64 << 10, tail=64 << 10), stats=stats)))
@@ -210,16 +212,68 @@ def test_prefilter_engines_agree(keywords):
 @given(
     st.lists(st.sampled_from([b"Error", b"Traceback", b"xx", b"\n", b"ok ", b"Err", b"or"]), max_size=60),
     st.integers(1, 4),
+    st.integers(1, 40),
 )
-def test_a_block_scanned_in_parts_gives_the_one_part_offsets(pieces, parts):
-    """On several cores a big block is cut after newlines into parts, each scanned on its own
-    thread: any text, any number of parts, the offsets are those of one scan of the whole
-    (a literal next to a cut is neither lost nor found twice)."""
+def test_a_block_scanned_in_parts_gives_the_one_part_offsets(pieces, parts, piece):
+    """On several cores a big block is cut after newlines into pieces that the threads take
+    in turn: any text, any number of threads, any piece size, the offsets are those of one
+    scan of the whole (a literal next to a cut is neither lost nor found twice)."""
     p = Prefilter(["Error", "Traceback"], ["or"], engine="hyperscan")
     buf = bytearray(b"".join(pieces))
     whole = p._scan(memoryview(buf), 0, len(buf), None)
     p._parts = parts
+    real = scan_mod.PARALLEL_PIECE
+    scan_mod.PARALLEL_PIECE = piece
+    try:
+        assert p._find_parallel(buf, len(buf)) == whole
+    finally:
+        scan_mod.PARALLEL_PIECE = real
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+def test_a_helper_that_gets_no_cpu_holds_up_one_piece_at_most(monkeypatch):
+    """A busy machine: the helper thread is slow to run. The caller does not wait for it to
+    share the work: it scans every piece the helper has not taken, and the offsets are the
+    same."""
+    import threading as th
+
+    p = Prefilter(["Error"], [], engine="hyperscan")
+    p._parts = 2
+    monkeypatch.setattr(scan_mod, "PARALLEL_PIECE", 64)
+    buf = bytearray(b"a line with an Error in it\n" * 200)
+    whole = p._scan(memoryview(buf), 0, len(buf), None)
+    took: list[str] = []
+    real_scan = p._scan
+
+    def scan(view, start, end, scratch):
+        took.append("helper" if scratch is not None else "caller")
+        if scratch is not None:
+            th.Event().wait(0.5)  # the helper sits on its first piece for half a second
+        return real_scan(view, start, end, scratch)
+
+    monkeypatch.setattr(p, "_scan", scan)
     assert p._find_parallel(buf, len(buf)) == whole
+    assert took.count("helper") <= 1 and took.count("caller") >= len(took) - 1 > 50
+
+
+@pytest.mark.skipif(scan_mod._hs is None or not hasattr(os, "fork"), reason="Hyperscan has no wheel here, or no fork")
+def test_a_forked_child_scans_in_parts_with_helpers_of_its_own(monkeypatch):
+    """Threads do not survive a fork (the epilogue forks a child per diagnosis): a child's
+    prefilter starts helpers of its own and finds the same offsets."""
+    p = Prefilter(["Error"], [], engine="hyperscan")
+    p._parts = 2
+    monkeypatch.setattr(scan_mod, "PARALLEL_PIECE", 64)
+    buf = bytearray(b"a line with an Error in it\n" * 200)
+    whole = p._scan(memoryview(buf), 0, len(buf), None)
+    assert p._find_parallel(buf, len(buf)) == whole
+    parent = list(p._queues)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = p._find_parallel(buf, len(buf)) == whole and p._queues and p._queues != parent
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert p._queues == parent
 
 
 @pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")

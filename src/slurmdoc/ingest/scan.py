@@ -23,7 +23,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import itertools
 import os
+import queue
 import re
 import sys
 import threading
@@ -65,8 +67,9 @@ ENGINES = ("auto", "hyperscan", "re2", "re")
 BLOCK = 8 << 20
 
 # Hyperscan releases the GIL while it scans: a block this large or larger is cut at
-# newlines into one part per core, scanned side by side (each thread with its own scratch)
+# newlines into pieces that a thread per core takes in turn (each with its own scratch)
 PARALLEL_MIN = 1 << 20
+PARALLEL_PIECE = 1 << 20  # about what one thread takes at a time
 
 
 def cores() -> int:
@@ -106,7 +109,8 @@ class Prefilter:
         words = [(w.encode("utf-8"), False) for w in case_sensitive] + [(w.encode("utf-8"), True) for w in ignore_case]
         self.engine = "none"
         self._db = None
-        self._scratch: list = []  # one per extra thread of a parallel scan
+        self._queues: list = []  # the helper threads of a parallel scan (one per core but one)
+        self._helper_pid = -1  # the process they were started in
         # a part boundary is a newline: no literal may span one
         self._parts = max(1, min(cores(), 4)) if not any(b"\n" in w for w, _ in words) else 1
         self._re: Optional[re.Pattern[bytes]] = None
@@ -178,41 +182,45 @@ class Prefilter:
         return out
 
     def _find_parallel(self, buf: bytearray, end: int) -> list[int]:
-        """The same offsets, the block cut after newlines into parts scanned at once: every
-        part but the first on a thread of its own (the scan runs without the GIL)."""
+        """The same offsets. The block is cut after newlines into pieces of about
+        PARALLEL_PIECE bytes, and the calling thread and a helper thread per other core each
+        take the next piece left until none is (the scan runs without the GIL). The helpers
+        live as long as the prefilter and wait for blocks; one the system gives no CPU (other
+        work on the machine) holds up the piece it took, never the others: the caller scans
+        every piece left and waits only for pieces taken."""
         cuts = [0]
-        for i in range(1, self._parts):
-            nl = buf.find(b"\n", max(cuts[-1], end * i // self._parts), end)
-            if nl < 0:
-                break
-            cuts.append(nl + 1)
-        cuts.append(end)
-        while len(self._scratch) < len(cuts) - 2:
-            self._scratch.append(_hs.Scratch(self._db))
-        view = memoryview(buf)
-        found: list = [None] * (len(cuts) - 1)
-
-        def part(i: int) -> None:
-            try:
-                found[i] = self._scan(view, cuts[i], cuts[i + 1], self._scratch[i - 1])
-            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-                found[i] = e
-
-        threads = [threading.Thread(target=part, args=(i,), daemon=True) for i in range(1, len(cuts) - 1)]
+        while cuts[-1] < end:
+            at = cuts[-1] + PARALLEL_PIECE
+            nl = buf.find(b"\n", at - 1, end) if at < end else -1
+            cuts.append(nl + 1 if nl >= 0 else end)
+        if len(cuts) <= 2:
+            return self._scan(memoryview(buf), 0, end, None)
+        job = _Job(buf, cuts)
+        for q in self._helpers():
+            q.put(job)
         try:
-            for t in threads:
-                t.start()
-            found[0] = self._scan(view, cuts[0], cuts[1], None)
-        finally:  # never leave a thread scanning with a scratch the next call will use
-            for t in threads:
-                if t.ident is not None:  # started
-                    t.join()
+            job.work(self, None)
+        finally:  # never leave a helper scanning with its scratch, or a view on the block
+            with job.cond:
+                job.cond.wait_for(lambda: job.busy == 0)
+        if job.failed:
+            raise job.failed[0]
         out: list[int] = []
-        for f in found:
-            if isinstance(f, BaseException):
-                raise f
+        for f in job.found:
             out.extend(f)
         return out
+
+    def _helpers(self) -> list:
+        """The queues of the helper threads (one per core but the caller's), started on
+        first use, and again in a forked child (threads do not survive a fork)."""
+        if self._helper_pid != os.getpid():
+            self._queues = []
+            self._helper_pid = os.getpid()
+            for _ in range(self._parts - 1):
+                q: queue.SimpleQueue = queue.SimpleQueue()
+                threading.Thread(target=_helper, args=(self, q, _hs.Scratch(self._db)), daemon=True).start()
+                self._queues.append(q)
+        return self._queues
 
 
 # The compiled Hyperscan database of the last literal set, kept beside this module's bytecode
@@ -262,6 +270,48 @@ def _hs_keep(key: bytes, db) -> None:
             tmp.unlink()
         except OSError:
             pass
+
+
+class _Job:
+    """One block scanned in pieces by several threads: who takes which piece, what each found."""
+
+    __slots__ = ("buf", "cuts", "found", "turn", "busy", "cond", "failed")
+
+    def __init__(self, buf: bytearray, cuts: list[int]) -> None:
+        self.buf = buf
+        self.cuts = cuts
+        self.found: list = [None] * (len(cuts) - 1)
+        self.turn = itertools.count()
+        self.busy = 0  # pieces taken and not yet scanned
+        self.cond = threading.Condition()
+        self.failed: list[BaseException] = []
+
+    def work(self, prefilter: Prefilter, scratch: object) -> None:
+        """Take the next piece left and scan it, until none is left."""
+        pieces = len(self.cuts) - 1
+        while True:
+            with self.cond:
+                i = next(self.turn)
+                if i >= pieces:
+                    return
+                self.busy += 1
+            try:
+                with memoryview(self.buf) as view:
+                    self.found[i] = prefilter._scan(view, self.cuts[i], self.cuts[i + 1], scratch)
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                self.failed.append(e)
+                if scratch is None:
+                    raise
+            finally:
+                with self.cond:
+                    self.busy -= 1
+                    self.cond.notify_all()
+
+
+def _helper(prefilter: Prefilter, q, scratch: object) -> None:
+    """A helper thread: the pieces it can take of each block posted to it."""
+    while True:
+        q.get().work(prefilter, scratch)
 
 
 def covering(words: list[tuple[bytes, bool]]) -> list[tuple[bytes, bool]]:
