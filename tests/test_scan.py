@@ -277,6 +277,33 @@ def test_a_forked_child_scans_in_parts_with_helpers_of_its_own(monkeypatch):
 
 
 @pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+def test_a_prefilter_s_helper_threads_end_with_it(monkeypatch):
+    """Helpers start on the first block scanned in parts and end when their prefilter goes:
+    a library that builds prefilters again and again leaves no threads behind."""
+    import gc
+    import threading as th
+    import time
+
+    monkeypatch.setattr(scan_mod, "PARALLEL_PIECE", 64)
+    buf = bytearray(b"a line with an Error in it\n" * 200)
+    before = set(th.enumerate())
+    started = set()
+    for _ in range(5):
+        p = Prefilter(["Error"], [], engine="hyperscan")
+        p._parts = 3
+        assert len(p._find_parallel(buf, len(buf))) == 200
+        new = set(th.enumerate()) - before - started
+        assert len(new) == 2  # one helper per core but the caller's
+        started |= new
+        del p
+        gc.collect()
+    deadline = time.monotonic() + 5
+    while any(t.is_alive() for t in started) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(started) == 10 and not any(t.is_alive() for t in started)
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
 def test_big_blocks_are_scanned_in_parts_where_there_are_cores(monkeypatch):
     """A block of PARALLEL_MIN bytes or more goes to the parallel scan when the prefilter has
     more than one part (one per core); smaller blocks and one core keep the one-thread scan."""

@@ -195,11 +195,11 @@ class Prefilter:
             cuts.append(nl + 1 if nl >= 0 else end)
         if len(cuts) <= 2:
             return self._scan(memoryview(buf), 0, end, None)
-        job = _Job(buf, cuts)
+        job = _Job(self, buf, cuts)
         for q in self._helpers():
             q.put(job)
         try:
-            job.work(self, None)
+            job.work(None)
         finally:  # never leave a helper scanning with its scratch, or a view on the block
             with job.cond:
                 job.cond.wait_for(lambda: job.busy == 0)
@@ -218,9 +218,15 @@ class Prefilter:
             self._helper_pid = os.getpid()
             for _ in range(self._parts - 1):
                 q: queue.SimpleQueue = queue.SimpleQueue()
-                threading.Thread(target=_helper, args=(self, q, _hs.Scratch(self._db)), daemon=True).start()
+                threading.Thread(target=_helper, args=(q, _hs.Scratch(self._db)), daemon=True).start()
                 self._queues.append(q)
         return self._queues
+
+    def __del__(self) -> None:
+        # the helpers hold no reference to the prefilter: told to end when it goes
+        if getattr(self, "_helper_pid", None) == os.getpid():
+            for q in self._queues:
+                q.put(None)
 
 
 # The compiled Hyperscan database of the last literal set, kept beside this module's bytecode
@@ -275,9 +281,10 @@ def _hs_keep(key: bytes, db) -> None:
 class _Job:
     """One block scanned in pieces by several threads: who takes which piece, what each found."""
 
-    __slots__ = ("buf", "cuts", "found", "turn", "busy", "cond", "failed")
+    __slots__ = ("prefilter", "buf", "cuts", "found", "turn", "busy", "cond", "failed")
 
-    def __init__(self, buf: bytearray, cuts: list[int]) -> None:
+    def __init__(self, prefilter: Prefilter, buf: bytearray, cuts: list[int]) -> None:
+        self.prefilter = prefilter
         self.buf = buf
         self.cuts = cuts
         self.found: list = [None] * (len(cuts) - 1)
@@ -286,7 +293,7 @@ class _Job:
         self.cond = threading.Condition()
         self.failed: list[BaseException] = []
 
-    def work(self, prefilter: Prefilter, scratch: object) -> None:
+    def work(self, scratch: object) -> None:
         """Take the next piece left and scan it, until none is left."""
         pieces = len(self.cuts) - 1
         while True:
@@ -297,7 +304,7 @@ class _Job:
                 self.busy += 1
             try:
                 with memoryview(self.buf) as view:
-                    self.found[i] = prefilter._scan(view, self.cuts[i], self.cuts[i + 1], scratch)
+                    self.found[i] = self.prefilter._scan(view, self.cuts[i], self.cuts[i + 1], scratch)
             except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
                 self.failed.append(e)
                 if scratch is None:
@@ -308,10 +315,12 @@ class _Job:
                     self.cond.notify_all()
 
 
-def _helper(prefilter: Prefilter, q, scratch: object) -> None:
-    """A helper thread: the pieces it can take of each block posted to it."""
-    while True:
-        q.get().work(prefilter, scratch)
+def _helper(q, scratch: object) -> None:
+    """A helper thread: the pieces it can take of each block posted to it, until told to end
+    (None: its prefilter is gone)."""
+    while (job := q.get()) is not None:
+        job.work(scratch)
+        del job  # hold no block, and no prefilter, while waiting
 
 
 def covering(words: list[tuple[bytes, bool]]) -> list[tuple[bytes, bool]]:
