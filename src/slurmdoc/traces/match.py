@@ -15,7 +15,11 @@ completed) is trusted.
   of the others, so it is missing there too: a rank whose own last entry is a hole's collective
   (it entered and waited) is that hole's victim where it is missing elsewhere. The culprits are
   the missing ranks that are not waiting in any hole: they stopped outside every collective
-  (a sleep, a data-loader stall, another code path). Their hole is the verdict; when every
+  (a sleep, a data-loader stall, another code path). Their hole is the verdict. Such a rank is
+  missing from several holes (its subgroup's and then the world's, which the other half reached);
+  the one whose missing ranks ALL stopped outside collectives is the cause, a hole that also
+  lacks ranks waiting elsewhere is an effect (which group's members entered first is a race
+  and decides only between equals). When every
   missing rank waits somewhere (ranks waiting in each other's collectives), the hole whose
   collective was issued first is.
 - Members: pg_config's list where a dump has one (the default group is listed under the name
@@ -181,7 +185,10 @@ def analyze(ts: TraceSet) -> TraceVerdict:
 
     chosen: Optional[_Hole] = None
     culprits: list[int] = []
-    for h in sorted(holes, key=lambda h: h.entry.created_ns):
+    # a hole some of whose missing ranks wait in another hole is (at least partly) that hole's
+    # effect: holes whose missing ranks all stopped outside every collective come first, and
+    # only then the time the first member entered (a race between groups in a real run)
+    for h in sorted(holes, key=lambda h: (sum(r in waiting_in for r in h.missing), h.entry.created_ns)):
         if h.odd is not None:
             # every member entered, one of them unlike the others: that is the cause (an even
             # split names nobody)
@@ -192,6 +199,7 @@ def analyze(ts: TraceSet) -> TraceVerdict:
             chosen, culprits = h, free
             break
     if chosen is None and holes:
+        warnings.append("every missing rank waits in another group's collective: collectives issued in a different order?")
         chosen = min(holes, key=lambda h: h.entry.created_ns)
         culprits = list(chosen.missing) if chosen.odd is None else ([chosen.odd["rank"]] if chosen.odd["rank"] is not None else [])
 
