@@ -131,3 +131,30 @@ def test_entries_beyond_the_bound_keep_the_newest(tmp_path):
     d = ts.dumps[0]
     assert [e.seq for e in d.entries] == list(range(41, 51)) and d.dropped == 40
     assert all(len(frames_of(e, TraceLimits(frames=1))) == 1 for e in d.entries) and ts.warnings
+
+
+def test_an_unreadable_dump_among_readable_ones_is_skipped_with_a_warning(tmp_path):
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    d = tmp_path / "d"
+    d.mkdir()
+    for r in (0, 3):
+        (d / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(dump()))
+    (d / "nccl_trace_rank_1").write_bytes(pickle.dumps(dump())[:-40])  # killed while dumping
+    (d / "nccl_trace_rank_2").write_bytes(pickle.dumps({"entries": [Evil()]}))
+    ts = read_traces(d)
+    assert sorted(ts.dumps) == [0, 3] and ts.files == 2 and not marker.exists()
+    assert [w for w in ts.warnings if "nccl_trace_rank_1" in w] and [w for w in ts.warnings if "nccl_trace_rank_2" in w]
+    assert all("\n" not in w for w in ts.warnings)
+    # one file named on its own is still an error, and so is a set none of which can be read
+    with pytest.raises(TraceError, match="nccl_trace_rank_1"):
+        read_traces(d / "nccl_trace_rank_1")
+    for r in (0, 3):
+        (d / f"nccl_trace_rank_{r}").write_bytes(b"junk")
+    with pytest.raises(TraceError, match="and 3 more") as e:
+        read_traces(d)
+    assert "\n" not in str(e.value)

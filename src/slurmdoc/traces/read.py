@@ -15,7 +15,10 @@ hostile until checked.
 - Files are opened with O_NOFOLLOW and O_NONBLOCK and must be regular files: a symlink, a FIFO
   or a device is refused, never followed or waited on.
 
-Every failure is a `TraceError` with one line that names the file.
+Every failure is a `TraceError` with one line that names the file. In a directory or prefix of
+several dumps, a dump that cannot be read (cut short by a kill mid-write, junk, refused) is
+skipped with a warning naming it, and its rank counts as one without a dump; only when none
+can be read is it an error.
 """
 
 from __future__ import annotations
@@ -326,14 +329,29 @@ def read_traces(path: "str | os.PathLike[str]", *, limits: TraceLimits = DEFAULT
     was = gc.isenabled()
     gc.disable()
     try:
-        for rank, f in _files(p, limits):
-            obj = _decode(f, _read(f, limits))
+        files = _files(p, limits)
+        one = len(files) == 1 and files[0][1] == p  # the path named one file: its failure is the error
+        unread: list[str] = []
+        for rank, f in files:
+            try:
+                obj = _decode(f, _read(f, limits))
+            except TraceError as e:
+                if one:
+                    raise
+                # a rank killed while dumping leaves a truncated file: the others still speak,
+                # and that rank counts as one without a dump
+                unread.append(str(e))
+                continue
             d = _dump(rank, f, obj, limits)
             del obj
             if d.dropped:
                 out.warnings.append(f"{f}: {d.dropped} older entries beyond the bound of {limits.entries} not read")
             out.dumps[rank] = d
             out.files += 1
+        if not out.dumps:
+            more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+            raise TraceError(f"{unread[0]}{more}")
+        out.warnings.extend(f"skipped, unreadable: {u}" for u in unread)
     finally:
         if was:
             gc.enable()
