@@ -34,8 +34,14 @@ print(json.dumps({"s": t2 - t1, "cpu": c2 - c1, "imports": t1 - t0, "rss_kib": r
 
 
 def write(where: Path, ranks: int, entries: int, hung: int, as_json: bool) -> None:
+    # seven frames per entry, as the real 2,000-entry dumps in fixtures/traces/ring_16 hold (two
+    # of torch's, five of the job's); as there, each entry has its own list of the same seven
+    # frame dicts (torch shares a frame between entries, not an entry's list)
     frames = [{"name": "all_reduce", "filename": "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", "line": 3245},
-              {"name": "train_step", "filename": "/job/train.py", "line": 77}, {"name": "main", "filename": "/job/train.py", "line": 120}]
+              {"name": "wrapper", "filename": "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", "line": 83},
+              {"name": "collective", "filename": "/job/train.py", "line": 64}, {"name": "train_step", "filename": "/job/train.py", "line": 77},
+              {"name": "run", "filename": "/job/train.py", "line": 138}, {"name": "main", "filename": "/job/train.py", "line": 120},
+              {"name": "<module>", "filename": "/job/train.py", "line": 155}]
     top = 10_000
     for r in range(ranks):
         last = top - 1 if r == hung else top
@@ -46,10 +52,10 @@ def write(where: Path, ranks: int, entries: int, hung: int, as_json: bool) -> No
                  "input_sizes": [[1024]], "input_dtypes": ["Float"], "output_sizes": [[1024]], "output_dtypes": ["Float"],
                  "state": "scheduled", "retired": True, "timeout_ms": 600000, "is_p2p": False}
             if not as_json:
-                e["frames"] = frames
+                e["frames"] = list(frames)
             es.append(e)
         body = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": str(list(range(ranks)))}}, "pg_status": {}, "entries": es}
-        data = json.dumps(body).encode() if as_json else pickle.dumps(body)
+        data = json.dumps(body).encode() if as_json else pickle.dumps(body, protocol=2)  # what torch writes (no frames)
         (where / f"nccl_trace_rank_{r}").write_bytes(data)
 
 
