@@ -647,3 +647,81 @@ def test_bad_environment_never_fails_the_epilog(arena, env):
     p, took = epilog(arena, env)
     ok_exit(p)
     assert took < 30
+
+
+# ---- the flight-recorder dumps (--traces): read by the worker as the job's user, bounded,
+# and a bad one never costs the log's diagnosis
+
+
+def _report(arena: Path) -> dict:
+    return json.loads((arena / "job" / f"slurm-{JOB}.slurmdoc.json").read_text())
+
+
+@root_only
+def test_traces_symlink_into_a_root_only_directory_leaks_nothing(arena):
+    (arena / "secret" / "rank_0").write_bytes(f"{SECRET} password=hunter2".encode())
+    os.chmod(arena / "secret" / "rank_0", 0o600)
+    as_user(NOBODY, NOBODY, lambda: os.symlink(arena / "secret", arena / "job" / "fr"))
+    p, _ = epilog(arena, args=("--traces", "fr/"))
+    ok_exit(p)
+    assert b"flight-recorder dumps were not read" in p.stderr
+    assert SECRET.encode() not in p.stdout + p.stderr and SECRET.encode() not in everything_written(arena)
+    rep = _report(arena)
+    assert rep["job"]["category"] == "import_error" and rep["flight_recorder"] is None  # the log, diagnosed without them
+
+
+@root_only
+def test_traces_file_symlink_to_a_root_only_file_leaks_nothing(arena):
+    target = arena / "root-dump"
+    target.write_bytes(f"{SECRET} password=hunter2".encode())
+    os.chmod(target, 0o600)
+
+    def plant():
+        (arena / "job" / "fr").mkdir()
+        os.symlink(target, arena / "job" / "fr" / "rank_0")
+
+    as_user(NOBODY, NOBODY, plant)
+    p, _ = epilog(arena, args=("--traces", f"{arena}/job/fr/"))
+    ok_exit(p)
+    assert SECRET.encode() not in p.stdout + p.stderr and SECRET.encode() not in everything_written(arena).replace(target.read_bytes(), b"")
+    assert _report(arena)["job"]["category"] == "import_error"
+
+
+@root_only
+def test_traces_fifo_does_not_hang_the_epilog(arena):
+    def plant():
+        (arena / "job" / "fr").mkdir()
+        os.mkfifo(arena / "job" / "fr" / "rank_0")
+        os.mkfifo(arena / "job" / "fr" / "verdict.json")
+
+    as_user(NOBODY, NOBODY, plant)
+    p, took = epilog(arena, args=("--traces", "fr/", "--budget", "20"))
+    ok_exit(p)
+    assert took < 15, f"a FIFO held the epilogue {took:.1f} s"
+    assert _report(arena)["job"]["category"] == "import_error"
+
+
+@root_only
+def test_traces_huge_dump_ends_fast_and_the_log_is_still_diagnosed(arena):
+    def plant():
+        d = arena / "job" / "fr"
+        d.mkdir()
+        with open(d / "rank_0", "wb") as fh:  # 300 MiB, sparse: junk all the same
+            fh.truncate(300 << 20)
+            fh.seek(0)
+            fh.write(b"\x80\x04junk")
+
+    as_user(NOBODY, NOBODY, plant)
+    p, took = epilog(arena, args=("--traces", "fr/", "--budget", "20"))
+    ok_exit(p)
+    assert took < 15
+    assert b"flight-recorder dumps were not read" in p.stderr
+    assert _report(arena)["job"]["category"] == "import_error"
+
+
+def test_traces_pattern_with_a_per_task_field_is_not_guessed():
+    ctx = locate.JobContext(job_id=JOB, user="u", work_dir="/w")
+    assert ep.traces_path("fr-%j/", ctx) == ("/w/fr-987002/", None)
+    assert ep.traces_path("/scratch/%u/fr_", ctx) == ("/scratch/u/fr_", None)
+    path, problem = ep.traces_path("fr-%t/", ctx)
+    assert path is None and "more than one path" in problem

@@ -108,6 +108,7 @@ def diagnose(
     stats: Optional[dict] = None,
     tail_bytes: Optional[int] = None,
     facts: Optional[dict] = None,
+    traces: Optional[str] = None,
 ) -> Diagnosis:
     """Read the logs at `paths` (files, directories, globs, '-'), and name the root cause.
 
@@ -118,8 +119,16 @@ def diagnose(
     ingest/scan.py); `budget=None` parses every line. `stats`, when given, receives the
     reader's counts (lines, lines parsed, prefilter hits, prefilter engine). `facts`: what is
     known of the job from outside the log, for the remediation (`job_facts` of its accounting).
-    Raises InputError when nothing readable is found, RuleError for an invalid rule pack.
+    `traces`: the ranks' flight-recorder dumps (a directory, a `<prefix>` of `<prefix><rank>`
+    files, or one file), read and fused with the log's verdict (diagnosis.recorder).
+    Raises InputError when nothing readable is found (or the dumps are unreadable), RuleError
+    for an invalid rule pack.
     """
+    recorded = None
+    if traces is not None:  # read first: a bad path is the user's error before any log is read
+        from slurmdoc.diagnosis.recorder import read_verdict
+
+        recorded = read_verdict(traces)
     book = rulebook if rulebook is not None else load_rulebook(rule_dirs)
     warnings: list[str] = []
     inputs = make_inputs(paths, warnings, tail_bytes)
@@ -192,7 +201,12 @@ def diagnose(
             raise InputError(warnings[-1])
         raise InputError(f"{', '.join(i.info.path for i in inputs)}: input is empty, nothing to diagnose")
     warnings.extend(matcher.timeouts)
-    return analyzer.finish(lines, tuple(i.info.path for i in inputs), warnings, activity=tracker.result())
+    diag = analyzer.finish(lines, tuple(i.info.path for i in inputs), warnings, activity=tracker.result())
+    if recorded is not None:
+        from slurmdoc.diagnosis.recorder import fuse_recorder
+
+        diag = fuse_recorder(diag, recorded, traces or "")
+    return diag
 
 
 # The Slurm integration's entry points (triage, diagnose_job, epilog) live in slurmdoc.slurm;

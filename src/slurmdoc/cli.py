@@ -102,12 +102,13 @@ def diagnose(
     log: List[str] = typer.Option([], "--log", metavar="PATH", help="With --job: the job's log, instead of locating it (repeatable; PATH arguments work too)."),
     sacct_file: Optional[str] = typer.Option(None, "--sacct-file", metavar="FILE", help="With --job: saved `sacct -P`/`--json` output instead of running sacct."),
     tail: Optional[int] = typer.Option(None, "--tail", min=1, metavar="BYTES", help="Read only the last BYTES of each log file (a huge log in part); sources keep the file's line numbers."),
+    traces: Optional[str] = typer.Option(None, "--traces", metavar="PATH", help="The ranks' PyTorch flight-recorder dumps (a directory, or a prefix of <prefix><rank> files such as /tmp/nccl_trace_rank_): a hang's root rank is the one they show never entered the collective."),
 ) -> None:
     """Name the root-cause failure of a job log, its rank and node, the symptoms it caused, and a fix."""
     from slurmdoc.api import diagnose as api_diagnose
 
     def run(*a, **kw):
-        return api_diagnose(*a, budget=None, tail_bytes=tail, **kw) if exact else api_diagnose(*a, tail_bytes=tail, **kw)
+        return api_diagnose(*a, budget=None, tail_bytes=tail, traces=traces, **kw) if exact else api_diagnose(*a, tail_bytes=tail, traces=traces, **kw)
 
     paths = list(paths or [])
     if job is not None and tail is not None:
@@ -128,7 +129,7 @@ def diagnose(
 
         def run(logs_, rule_dirs, skew, on_bytes=None):  # noqa: F811
             return diagnose_job(job, logs=logs_ or None, sacct_file=sacct_file, rule_dirs=rule_dirs, skew=skew,
-                                exact=exact)
+                                exact=exact, traces=traces)
 
         paths = logs
 
@@ -237,6 +238,7 @@ def triage(
     user: List[str] = typer.Option([], "--user", "-u", metavar="USER", help="With --since or --sacct-file: only these users' jobs (repeatable, or a comma list)."),
     partition: List[str] = typer.Option([], "--partition", metavar="P", help="With --since or --sacct-file: only these partitions."),
     state: List[str] = typer.Option([], "--state", metavar="STATE", help="With --since or --sacct-file: only jobs that ended in these states (FAILED, TIMEOUT, ...)."),
+    traces: Optional[str] = typer.Option(None, "--traces", metavar="PATH", help="With --logs and one JOBID: the job's PyTorch flight-recorder dumps (a directory or a <prefix> of <prefix><rank> files), fused with its log."),
 ) -> None:
     """Why did these jobs fail, from Slurm's accounting: first failing step, exit codes in words, memory, time and CPU against the request, the category."""
     from slurmdoc.api import triage as run
@@ -253,10 +255,14 @@ def triage(
             report = triage_window(since, until, user, partition, state, sacct_file)
         else:
             report = run(job_ids or [], sacct_file=sacct_file)
+        if traces is not None and not logs:
+            from slurmdoc.errors import InputError
+
+            raise InputError("--traces goes with --logs (the dumps are fused with the job's log)")
         if logs and report.jobs:
             from slurmdoc.slurm.api import triage_with_logs
 
-            report = triage_with_logs(report, rule_dirs=_rule_dirs(rules))
+            report = triage_with_logs(report, rule_dirs=_rule_dirs(rules), traces=traces)
     for m in report.not_found:
         _err(f"warning: job {m}: not in the accounting records")
     if not report.jobs:
@@ -444,6 +450,7 @@ def epilog(
     all_nodes: bool = typer.Option(False, "--all-nodes", help="In a node Epilog, act on every node of the job, not only its batch host."),
     rules: List[str] = typer.Option([], "--rules", "-r", metavar="DIR", help="Extra rule directory (repeatable)."),
     no_sacct: bool = typer.Option(False, "--no-sacct", help="Do not ask sacct (accounting from the exit code and scontrol only)."),
+    traces: Optional[str] = typer.Option(None, "--traces", metavar="PATTERN", help="The ranks' flight-recorder dumps: a directory or a <prefix> of <prefix><rank> files; Slurm's %j %u %x ... patterns expanded, a relative path taken from the job's work dir; read as the job's user (default: $SLURMDOC_TRACES)."),
 ) -> None:
     """The post-job hook: diagnose the job's log, join it with the accounting record, write slurm-JOBID.slurmdoc.txt/.json (and .html with --html) next to the log."""
     import threading
@@ -459,7 +466,8 @@ def epilog(
 
     opts = EpilogOptions(job_id=job_id, exit_code=exit_code, logs=list(log), out_dir=out_dir, ledger=ledger,
                          webhook=webhook, comment=comment.value if comment else None, budget=budget, always=always, html=html,
-                         all_nodes=all_nodes, rule_dirs=list(rules), sacct=not no_sacct)
+                         all_nodes=all_nodes, rule_dirs=list(rules), sacct=not no_sacct,
+                         traces=traces if traces is not None else (os.environ.get("SLURMDOC_TRACES") or None))
     res = run_epilog(opts)
     guard.cancel()
     try:

@@ -180,6 +180,48 @@ class Remediation(_Frozen):
         return "\n".join(parts)
 
 
+class Collective(_Frozen):
+    """The collective the flight-recorder dumps name (root_cause.collective): the first one of
+    a process group that not every member entered, or entered alike. `seq` as the dump numbers
+    it (collective_seq_id; p2p_seq_id when `p2p`)."""
+
+    pg: str
+    seq: Optional[int]
+    op: Optional[str]
+    sizes: Optional[list] = None
+    missing_ranks: tuple[int, ...] = ()
+    mismatch: Optional[dict] = None  # {"rank", "field", "expected", "got"}
+    # extensions
+    pg_desc: str = ""
+    members: tuple[int, ...] = ()
+    p2p: bool = False
+    waiting_ranks: tuple[int, ...] = ()
+    culprits: tuple[int, ...] = ()
+    culprit_last: Optional[dict] = None  # {"rank", "seq", "op", "frames"}: the culprit's last recorded collective
+    dump_evidence: Literal["dump", "absent_dump"] = "dump"  # absent_dump: named only because its dump is missing (weaker)
+    absent_dumps: tuple[int, ...] = ()
+
+
+class FlightRecorder(_Frozen):
+    """What the flight-recorder dumps (`--traces`) said, and what the diagnosis made of it.
+
+    `role`: "root" (they named the root rank of a hang), "confirms" (the log's root cause, on
+    the rank the dumps name), "context" (a crash the log shows earlier stays the root; the
+    dumps add where the others were), "consistent" (every member entered every recorded
+    collective), "undecided" (not enough to say), "ignored" (a run with no failure)."""
+
+    role: Literal["root", "confirms", "context", "consistent", "undecided", "ignored"]
+    kind: Literal["missing", "mismatch", "consistent", "undecided"]
+    summary: str
+    culprits: tuple[int, ...] = ()
+    collective: Optional[Collective] = None
+    files: int = 0
+    ranks_dumped: tuple[int, ...] = ()
+    absent_dumps: tuple[int, ...] = ()
+    path: str = ""
+    warnings: tuple[str, ...] = ()
+
+
 class RootCause(_Frozen):
     category: str
     rule_id: str
@@ -191,11 +233,12 @@ class RootCause(_Frozen):
     timestamp: Optional[str]
     remediation: str
     # the strongest kind of evidence behind it (the evidence ladder, strongest first):
-    # traceback > exception > launcher > exit > error_line
-    evidence: Literal["traceback", "exception", "launcher", "exit", "error_line"]
+    # traceback > exception > launcher > exit > error_line; flight_recorder: a hang's rank
+    # named by the ranks' flight-recorder dumps (diagnosis.recorder)
+    evidence: Literal["flight_recorder", "traceback", "exception", "launcher", "exit", "error_line"]
     # where its rank comes from: the line's prefix, a per-rank file's name, a launcher's
-    # report, or the error message's text (None: no rank)
-    rank_source: Optional[Literal["prefix", "file", "launcher", "message"]] = None
+    # report, the error message's text, or the flight-recorder dumps (None: no rank)
+    rank_source: Optional[Literal["prefix", "file", "launcher", "message", "flight_recorder"]] = None
     # extensions beyond the contract
     title: str
     ranks: tuple[int, ...] = ()
@@ -212,6 +255,7 @@ class RootCause(_Frozen):
     job_level: bool = False  # a scheduler/launcher event about the whole job, not one rank
     traceback_lines_dropped: int = 0  # frames left out of a very long traceback
     label: Optional[str] = None  # the rule's words for this kind of end ("SIGBUS, bus error"), for the verdict
+    collective: Optional[Collective] = None  # the collective the flight-recorder dumps name (with --traces)
 
 
 class Symptom(_Frozen):
@@ -313,6 +357,7 @@ class Diagnosis(_Frozen):
     attempts: tuple[Attempt, ...] = ()  # when the log holds several attempts; the report is the last one's
     history: Optional[str] = None  # "3 attempts: cuda_oom on rank 12 each time"
     job: Optional[JobVerdict] = None  # `diagnose --job` / epilog: the log joined with Slurm's accounting
+    flight_recorder: Optional[FlightRecorder] = None  # with --traces: what the dumps said and what became of it
     # per-rank timeline for the pictures (terminal strip, HTML page); one record per rank,
     # so it stays out of the JSON
     timeline: tuple[RankTime, ...] = Field(default=(), exclude=True)

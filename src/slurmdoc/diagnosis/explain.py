@@ -21,6 +21,8 @@ from slurmdoc.diagnosis.ranks import describe, ranges, to_int
 from slurmdoc.models import Handled, RootCause, Symptom
 from slurmdoc.slurm.exitcodes import SIGNAL_CATEGORY
 
+# said of a timeout's reporters when the log names no rank they waited for (the dumps may)
+NOT_NAMED = "the rank they waited for is not named in the log"
 MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
@@ -98,7 +100,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
             evidence.append(f"then {c.src(ended_by)}: {ended_by.message()[:200]}")
     if promoted and not stragglers and root.rule.spec.missing_rank_is_root and own:
         # the reporters of a timeout are not its cause; no rank stalled visibly
-        evidence.append(f"reported by {describe(own)}; the rank they waited for is not named in the log")
+        evidence.append(f"reported by {describe(own)}; {NOT_NAMED}")
         rank, ranks, rank_source = None, [], None
     elif rank is None and not stragglers and len(group) == 1:
         # the error text names no rank (printed before torch set up its prefix, or by
@@ -277,7 +279,13 @@ def no_failure_line(total: int, lines: int = 0, files: int = 0, printers: int = 
 def verdict_line(root: Optional[RootCause], symptoms: list[Symptom], total: int, **seen) -> str:
     if root is None:
         return no_failure_line(total, **seen)
-    if root.stragglers:
+    if root.evidence == "flight_recorder" and root.collective is not None:
+        c = root.collective
+        op = f"{c.op or 'collective'} #{c.seq}" if c.seq is not None else (c.op or "a collective")
+        did = "entered {op} differently" if c.mismatch else "never entered {op}"
+        weak = ", its dump missing" if c.dump_evidence == "absent_dump" else ""
+        who = f"{describe(root.ranks or (root.rank,))} (flight recorder: {did.format(op=op)}{weak})"
+    elif root.stragglers:
         who = f"{describe(root.stragglers)} (straggler)"
     elif len(root.ranks) > 1:
         who = describe(root.ranks, total)

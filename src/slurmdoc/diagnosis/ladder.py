@@ -13,6 +13,14 @@ Strongest first:
   error_line  an error-like line in a rank's last output, from the generic lexicon
               (rules/fallback/error-line.yaml), with nothing more specific said
 
+Above them all, for a hang's rank only:
+  flight_recorder  the ranks' flight-recorder dumps (`--traces`) name the rank that never
+              entered the collective the others waited in, or entered it differently
+              (diagnosis.recorder). No rule stands on it: the dumps say where each rank was,
+              not why, so they name the root rank of a hang (a timeout that leads because
+              nothing else failed, a time limit, a cancellation) and never outrank a crash
+              the log shows.
+
 A rule may state its rung (`evidence:` in the rule file); otherwise the finding's form says
 it. Root choice prefers a higher rung, then the earliest (diagnosis.order).
 """
@@ -21,6 +29,9 @@ from __future__ import annotations
 
 from slurmdoc.diagnosis.findings import Finding
 from slurmdoc.engine.schema import EVIDENCE_LEVELS
+
+RECORDER = "flight_recorder"  # the rung above the rules' own (diagnosis.recorder)
+LADDER = (RECORDER, *EVIDENCE_LEVELS)
 
 # ended by a signal, whatever printed it: with no rank named and no launcher speaking, an exit
 SIGNAL_CATEGORIES = ("killed", "segfault", "sigterm_cascade")
@@ -58,7 +69,7 @@ def level_of(f: Finding) -> str:
 
 def strength(level: str) -> int:
     """0 for the strongest rung; a larger number is weaker evidence."""
-    return EVIDENCE_LEVELS.index(level)
+    return LADDER.index(level)
 
 
 def rank_in_choice(f: Finding) -> int:

@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 from slurmdoc.diagnosis.ranks import describe, ranges
 from slurmdoc.models import Diagnosis
 from slurmdoc.report.layout import straggler_own, delay, human_seconds, ordered_symptoms, ranks_seen, supporting, trim_traceback
-from slurmdoc.report.wording import evidence_in_words
+from slurmdoc.report.wording import evidence_in_words, recorder_lines
 from slurmdoc.report.picture import GLYPH_RANK, rows_of, span
 
 MAX_ROWS = 32  # timeline rows
@@ -177,6 +177,9 @@ def render(d: Diagnosis, full: bool = False) -> str:
             parts += ['<section id="progress"><h2>Last progress per rank</h2>',
                       _table(["ranks", "last progress", "at", "last output"], ([e(c) for c in r] for r in prog[:MAX_PROGRESS_ROWS])),
                       f'<p class="dim">... {more} more rows</p>' if more > 0 else "", "</section>"]
+    fr = recorder_lines(d)
+    if fr:
+        parts += ['<section id="flight-recorder"><h2>Flight recorder</h2>'] + [f"<p>{e(ln)}</p>" for ln in fr] + ["</section>"]
     if d.symptoms:
         rows = ([e(s.category), e(s.rank_ranges or "-"), str(s.count), _loc(s.first_source), e(delay(s, rc) or "-"), e(s.title)] for s in ordered_symptoms(d))
         parts += ['<section id="symptoms"><h2>Other failures and symptoms</h2>',

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
-from slurmdoc.report.wording import evidence_in_words
+from slurmdoc.report.wording import evidence_in_words, recorder_lines
 from slurmdoc.report.layout import straggler_own, delay, ordered_symptoms, ranks_seen, supporting, trim_traceback
 
 
@@ -47,6 +47,9 @@ def render(d: Diagnosis, full: bool = False) -> str:
             out += ["", rem.why]
         if rem.fix:
             out += [""] + [f"1. {f}" for f in rem.fix]
+    fr = recorder_lines(d)
+    if fr:
+        out += ["", "## Flight recorder", ""] + [f"- {ln}" for ln in fr]
     if d.symptoms:
         out += ["", "## Other failures and symptoms", "", "| category | rule | ranks | count | first seen | after the root cause |", "|---|---|---|---|---|---|"]
         for s in ordered_symptoms(d):

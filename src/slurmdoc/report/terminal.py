@@ -16,7 +16,7 @@ from rich.text import Text
 
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
-from slurmdoc.report.wording import evidence_in_words
+from slurmdoc.report.wording import evidence_in_words, recorder_lines
 from slurmdoc.report.layout import columns, delay, locations, ordered_symptoms, straggler_own, supporting, trim_traceback, wrap
 
 MESSAGE_LINES = 3  # on a terminal, a longer message is cut here when the traceback shows it whole
@@ -137,6 +137,12 @@ def _root(d: Diagnosis, out: _Out) -> None:
 
 def _rest(d: Diagnosis, out: _Out, full: bool) -> None:
     rc = d.root_cause
+    fr = recorder_lines(d)
+    if fr:
+        out.line()
+        out.line("FLIGHT RECORDER", "bold")
+        for ln in fr:
+            out.para(ln, hang="    ")
     if rc is not None and len(rc.traceback) > 1:
         out.line()
         out.line("TRACEBACK" + ("" if full else "  (your frames and the one that raised; --full shows all)"), "bold")

@@ -71,17 +71,24 @@ def diagnose_job(
     skew: float = 1.0,
     rulebook=None,
     exact: bool = False,
+    traces: Optional[str] = None,
 ):
     """One verdict for a job: its log (given, or located through scontrol/sacct/slurm-%j.out)
     diagnosed and joined with its accounting record (sacct, or saved output). Returns a
-    Diagnosis whose `job` field holds the joined verdict. Raises InputError when neither half
-    can be had."""
+    Diagnosis whose `job` field holds the joined verdict. `traces`: the ranks' flight-recorder
+    dumps, fused with the log's verdict before it is joined. Raises InputError when neither half
+    can be had, or the dumps cannot be read."""
     from slurmdoc.models import Diagnosis
 
     ids = check_job_ids([job_id])
     if len(ids) != 1:
         raise InputError(f"--job takes one job id, got {len(ids)}")
     jid = ids[0]
+    recorded = None
+    if traces is not None:  # the user's own error: said before sacct or the log is asked
+        from slurmdoc.diagnosis.recorder import read_verdict
+
+        recorded = read_verdict(traces)
     warnings: list[str] = []
     acct = None
     try:
@@ -93,7 +100,8 @@ def diagnose_job(
     except SlurmdocError as e:
         warnings.append(f"no accounting record: {e.one_line()}")
 
-    diag, jv, note = _join(jid, acct, logs, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew, exact=exact)
+    diag, jv, note = _join(jid, acct, logs, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew, exact=exact,
+                           recorded=recorded, traces=traces)
     if diag is not None:
         status = "failed" if jv.status == "failed" else diag.status
         return diag.model_copy(update={"job": jv, "status": status, "warnings": diag.warnings + tuple(warnings)})
@@ -102,8 +110,9 @@ def diagnose_job(
 
 
 def _join(jid: str, acct, logs: Optional[list[str]], *, rulebook=None, rule_dirs=None, skew: float = 1.0,
-          exact: bool = False):
-    """(Diagnosis | None, JobVerdict, note): locate the log unless given, diagnose it, fuse.
+          exact: bool = False, recorded=None, traces: Optional[str] = None):
+    """(Diagnosis | None, JobVerdict, note): locate the log unless given, diagnose it (with the
+    flight-recorder verdict `recorded` read from `traces`, when given), fuse.
     Raises InputError when neither the accounting record nor a log is there."""
     from slurmdoc.api import diagnose
     from slurmdoc.slurm.fuse import fuse
@@ -134,6 +143,10 @@ def _join(jid: str, acct, logs: Optional[list[str]], *, rulebook=None, rule_dirs
             kw = {"budget": None} if exact else {}
             facts = job_facts(acct.job_id if acct is not None else jid, acct)
             diag = diagnose(paths, rulebook=rulebook, rule_dirs=rule_dirs, skew=skew, facts=facts, **kw)
+            if recorded is not None:
+                from slurmdoc.diagnosis.recorder import fuse_recorder
+
+                diag = fuse_recorder(diag, recorded, traces or "")
         except InputError as e:
             note = e.one_line()
     elif note is None:
@@ -146,18 +159,27 @@ def _join(jid: str, acct, logs: Optional[list[str]], *, rulebook=None, rule_dirs
     return diag, jv, note
 
 
-def triage_with_logs(report: TriageReport, rule_dirs: Optional[list[str]] = None, skew: float = 1.0) -> TriageReport:
+def triage_with_logs(report: TriageReport, rule_dirs: Optional[list[str]] = None, skew: float = 1.0,
+                     traces: Optional[str] = None) -> TriageReport:
     """Add to a triage report the joined verdict of every finished job whose log can be found
     (`verdicts`, in the order of `jobs`); a job Slurm calls COMPLETED whose log shows a failure
-    then counts as failed."""
+    then counts as failed. `traces`: one job's flight-recorder dumps (the report must hold
+    exactly one job)."""
     from slurmdoc.engine.loader import load_rulebook
 
+    recorded = None
+    if traces is not None:
+        if len(report.jobs) != 1:
+            raise InputError(f"--traces goes with one job, not {len(report.jobs)}", "name one JOBID")
+        from slurmdoc.diagnosis.recorder import read_verdict
+
+        recorded = read_verdict(traces)
     book = load_rulebook(rule_dirs)
     verdicts = []
     for j in report.jobs:
         if j.status in ("running", "pending"):
             continue
-        _, jv, _ = _join(j.job_id, j, None, rulebook=book, skew=skew)
+        _, jv, _ = _join(j.job_id, j, None, rulebook=book, skew=skew, recorded=recorded, traces=traces)
         verdicts.append(jv)
     status = "failed" if report.status == "failed" or any(v.status == "failed" for v in verdicts) else "ok"
     return report.model_copy(update={"verdicts": tuple(verdicts), "status": status})

@@ -49,6 +49,10 @@ class EpilogOptions:
     all_nodes: bool = False  # in a node Epilog, act on every node, not only the batch host
     rule_dirs: list[str] = field(default_factory=list)
     sacct: bool = True  # ask sacct for the accounting record
+    # the ranks' flight-recorder dumps: a directory or a `<prefix>` of `<prefix><rank>` files;
+    # Slurm's filename patterns expanded, a relative path taken from the job's work dir; read by
+    # the worker (as the job's user), never by the root side
+    traces: Optional[str] = None
 
 
 @dataclass
@@ -241,6 +245,10 @@ def prepare_user_side(req: dict) -> dict:
     from slurmdoc.slurm import locate as _locate  # noqa: F401
     from slurmdoc.slurm.models import JobVerdict
 
+    if req.get("traces"):  # the dumps' reader and matcher, loaded before the change of user
+        import slurmdoc.traces  # noqa: F401
+        from slurmdoc.diagnosis import recorder as _recorder  # noqa: F401
+
     out: dict = {"book": None, "book_error": None}
     try:
         out["book"] = load_rulebook(list(req.get("rule_dirs") or []))
@@ -366,6 +374,106 @@ def _diagnose_logs(logs: list[str], book, left, tail_bytes: int, facts: Optional
     return None, True, "the diagnosis ran out of time"
 
 
+TRACES_SHARE = 0.5  # of the time left, at most, for reading the flight-recorder dumps
+
+
+def traces_path(pattern: str, ctx) -> tuple[Optional[str], Optional[str]]:
+    """(path, problem): the epilogue's `--traces` pattern as one path (Slurm's filename patterns
+    expanded, a relative path taken from the job's work dir); a pattern that names several paths
+    (per-node or per-task fields) is a problem, not a guess."""
+    import re as _re
+
+    from slurmdoc.slurm.locate import expand
+
+    if not pattern or "\x00" in pattern:
+        return None, "--traces: an empty or invalid path"
+    full = pattern if os.path.isabs(pattern) or not ctx.work_dir else os.path.join(ctx.work_dir, pattern)
+    g, exact = expand(full, ctx)
+    if not exact:
+        return None, f"--traces {display(pattern)}: names more than one path (a per-node or per-task field): not read"
+    return _re.sub(r"\[([*?\[])\]", r"\1", g), None
+
+
+def _fork_traces(path: str) -> tuple[int, int]:
+    """(pid, fd): a forked child reads the flight-recorder dumps at `path` and matches them
+    across ranks (slurmdoc.traces), and sends ("ok", verdict) or ("error", text) on fd. Apart
+    from the log's diagnosis, so that dumps that hang or blow up never cost it."""
+    import pickle
+
+    from slurmdoc.slurm.privsep import set_parent_death_signal
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            os.close(r)
+            set_parent_death_signal()
+            from slurmdoc.diagnosis.recorder import read_verdict
+            from slurmdoc.errors import SlurmdocError
+
+            try:
+                msg = ("ok", read_verdict(path).model_dump(mode="json"))
+            except SlurmdocError as e:
+                msg = ("error", e.one_line())
+            except (MemoryError, RecursionError):
+                msg = ("error", "too large to read")
+            except BaseException as e:  # noqa: BLE001
+                msg = ("error", f"internal error: {type(e).__name__}: {e}")
+            data = pickle.dumps(msg)  # to its own parent, the same user
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    return pid, r
+
+
+def _collect_traces(pid: int, fd: int, end: float):
+    """(TraceVerdict | None, note): the dumps child's answer by `end`, else it is killed."""
+    import pickle
+    import select
+    import signal as _signal
+
+    buf: list[bytes] = []
+    answered = False
+    try:
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            b = os.read(fd, 1 << 20)
+            if not b:
+                answered = True
+                break
+            buf.append(b)
+    finally:
+        os.close(fd)
+        if not answered:
+            try:
+                os.kill(pid, _signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    if not answered:
+        return None, "the flight-recorder dumps were not read: out of time"
+    try:
+        kind, body = pickle.loads(b"".join(buf))
+        if kind == "ok":
+            from slurmdoc.traces import TraceVerdict
+
+            return TraceVerdict.model_validate(body), None
+        return None, f"the flight-recorder dumps were not read: {body}"
+    except Exception:  # noqa: BLE001
+        return None, "the flight-recorder dumps were not read: no answer"
+
+
 def _log_mode(logs: list[str]) -> int:
     """The reports' mode: never more than the logs' (read/write bits they all share), 0600
     without a log."""
@@ -469,7 +577,24 @@ def user_side(req: dict, prepared: dict) -> dict:
             from slurmdoc.slurm.triage import job_facts
 
             facts = job_facts(acct.job_id if acct is not None else job_id, acct)
+            reading = None  # the dumps, read beside the diagnosis in a child of their own
+            if req.get("traces"):
+                tpath, tnote = traces_path(str(req["traces"]), ctx)
+                if tpath is not None:
+                    reading = (_fork_traces(tpath), time.monotonic() + max(0.1, left() * TRACES_SHARE), tpath)
+                else:
+                    problems.append(tnote)
             diag, partial, dnote = _diagnose_logs(logs, prepared["book"], left, int(req.get("tail_bytes") or TAIL_BYTES), facts)
+            if reading is not None:
+                (tpid, tfd), tend, tpath = reading
+                recorded, tnote = _collect_traces(tpid, tfd, min(tend, time.monotonic() + max(0.0, left())))
+                if tnote:
+                    problems.append(tnote)
+                if diag is not None:
+                    from slurmdoc.diagnosis.recorder import fuse_recorder
+
+                    diag = fuse_recorder(diag, recorded, tpath) if recorded is not None else \
+                        diag.model_copy(update={"warnings": diag.warnings + ((tnote,) if tnote else ())})
         if dnote:
             note = dnote if diag is None else note
             if diag is not None and partial:
@@ -775,7 +900,7 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
             "job_id": job_id, "ctx": dataclasses.asdict(ctx), "patterns": patterns,
             "how": how, "no_log_note": no_log_note, "acct": acct.model_dump(mode="json") if acct is not None else None,
             "out_dir": opts.out_dir, "always": opts.always, "rule_dirs": rule_dirs, "tail_bytes": TAIL_BYTES,
-            "html": opts.html, "html_max": HTML_MAX,
+            "html": opts.html, "html_max": HTML_MAX, "traces": opts.traces,
         }
         doc, why = run_worker(request, creds, clock.left() - reserve)
         answer = _answer(doc)
