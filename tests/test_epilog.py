@@ -294,3 +294,33 @@ def test_healthy_job_without_a_log(tmp_path):
     assert p.returncode == 0 and one_line(p.stderr) and "does not exist" in p.stderr
     assert sorted(os.listdir(tmp_path)) == ["ledger.jsonl"]
     assert json.loads((tmp_path / "ledger.jsonl").read_text())["status"] == "no_failure"
+
+
+def test_traces_in_the_job_dir_are_fused_into_the_report(tmp_path):
+    """--traces 'fr-%j/' (relative: the job's work dir): the hung rank the dumps name is the
+    report's root rank, and the ledger's."""
+    from fr_dumps import write_dumps
+
+    d = tmp_path / "job"
+    d.mkdir()
+    lines = [f"[rank{r}]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms "
+             f"for recv operation to complete" for r in (0, 1, 3)]
+    (d / f"slurm-{JOB}.out").write_text("\n".join(lines) + "\n")
+    write_dumps(d / f"fr-{JOB}", 4, {2: 4, 0: 5, 1: 5, 3: 5})
+    ledger = d / "ledger.jsonl"
+    p, _ = run(["--job-id", JOB, "--exit-code", "1", "--log", str(d / "slurm-%j.out"), "--ledger", str(ledger), "--no-sacct",
+                "--traces", "fr-%j/"], {**OWNER, "SLURM_JOB_WORK_DIR": str(d)})
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    rep = json.loads((d / f"slurm-{JOB}.slurmdoc.json").read_text())
+    jsonschema.validate(rep, SCHEMA)
+    assert rep["root_cause"]["rank"] == 2 and rep["root_cause"]["evidence"] == "flight_recorder"
+    assert rep["job"]["rank"] == 2 and json.loads(ledger.read_text())["rank"] == 2
+    assert "never entered all_reduce #5" in (d / f"slurm-{JOB}.slurmdoc.txt").read_text()
+
+
+def test_missing_traces_cost_one_line_not_the_report(job_dir):
+    p, _ = run(["--job-id", JOB, "--exit-code", "1", "--log", str(job_dir / "slurm-%j.out"), "--no-sacct",
+                "--traces", str(job_dir / "no-such-dir")], OWNER)
+    assert p.returncode == 0 and one_line(p.stderr) and "flight-recorder dumps were not read" in p.stderr
+    rep = json.loads((job_dir / f"slurm-{JOB}.slurmdoc.json").read_text())
+    assert rep["job"]["category"] == "import_error" and rep["job"]["rank"] == 2

@@ -17,6 +17,7 @@ from slurmdoc.diagnosis.recorder import fuse_recorder, sentence
 from slurmdoc.report.html import render as render_html
 from slurmdoc.report.markdown import render as render_markdown
 from slurmdoc.traces import TraceVerdict
+from fr_dumps import write_dumps
 
 SCHEMA = json.loads((Path(__file__).parent / "contract_schema.json").read_text())
 SLURMDOC = [sys.executable, "-m", "slurmdoc"]
@@ -189,3 +190,69 @@ def test_cli_bad_traces_is_one_line_and_exit_2(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr and "--traces" in p.stderr
+
+
+def test_waiting_ranks_errors_with_no_cause_yield_to_the_dumps(tmp_path):
+    lines = [f"[rank{r}]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.1]:1234"
+             for r in (0, 1, 3)]
+    before = diagnose([log(tmp_path, lines)])
+    if not (before.root_cause is not None and before.root_cause.promoted):
+        pytest.skip("the rule pack reads no closed connection as a promoted symptom")
+    d = fuse_recorder(before, verdict(culprits=(2,), n=4))
+    assert d.root_cause.rank == 2 and d.flight_recorder.role == "root"
+
+
+# ---- end to end: dumps shaped as torch writes them (pickle, version 2.x), read by slurmdoc.traces
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*SLURMDOC, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_names_the_rank_that_never_entered(tmp_path):
+    dumps = write_dumps(tmp_path / "fr", 8, {5: 6, **{r: 7 for r in range(8) if r != 5}})
+    p = run_cli("diagnose", hang_log(tmp_path), "--traces", str(dumps), "--format", "json")
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    rc = doc["root_cause"]
+    assert (rc["rank"], rc["evidence"], rc["rank_source"]) == (5, "flight_recorder", "flight_recorder")
+    assert rc["collective"]["seq"] == 7 and rc["collective"]["op"] == "all_reduce" and rc["collective"]["missing_ranks"] == [5]
+    text = run_cli("diagnose", hang_log(tmp_path), "--traces", str(dumps), "--no-picture").stdout
+    assert "rank 5 never entered all_reduce #7 of the default group (ranks 0-7)" in text.lower()
+    assert "/job/train.py:62" in text
+
+
+def test_cli_takes_a_prefix_too(tmp_path):
+    write_dumps(tmp_path / "fr", 4, {2: 3, 0: 4, 1: 4, 3: 4})
+    p = run_cli("diagnose", hang_log(tmp_path, culprit=2, n=4), "--traces", str(tmp_path / "fr" / "nccl_trace_rank_"), "--format", "json")
+    assert p.returncode == 1, p.stderr
+    assert json.loads(p.stdout)["root_cause"]["rank"] == 2
+
+
+def test_cli_refuses_a_pickle_that_would_run_code_in_one_line(tmp_path):
+    import pickle
+
+    class Boom:
+        def __reduce__(self):
+            return (Path.touch, (tmp_path / "ran",))
+
+    d = tmp_path / "fr"
+    d.mkdir()
+    (d / "nccl_trace_rank_0").write_bytes(pickle.dumps({"version": "2.10", "entries": [Boom()]}))
+    p = run_cli("diagnose", hang_log(tmp_path, n=2, culprit=1), "--traces", str(d))
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_cli_job_carries_the_culprit_into_the_joined_verdict(tmp_path):
+    dumps = write_dumps(tmp_path / "fr", 4, {1: 2, 0: 3, 2: 3, 3: 3})
+    p = run_cli("diagnose", "--job", "42", "--log", hang_log(tmp_path, culprit=1, n=4), "--sacct-file", str(tmp_path / "none"),
+                "--traces", str(dumps), "--format", "json")
+    doc = json.loads(p.stdout)
+    assert doc["root_cause"]["rank"] == 1 and doc["job"]["rank"] == 1
+
+
+def test_cli_bad_traces_with_job_is_exit_2(tmp_path):
+    p = run_cli("diagnose", "--job", "42", "--log", hang_log(tmp_path), "--traces", str(tmp_path / "nothing"))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

@@ -341,3 +341,25 @@ def test_cpu_efficiency_is_in_the_text_and_markdown_details():
     j = triage_job(_cpu_rows(None, [1200.0, 300.0]))
     assert ("cpu", j.cpu_note) in detail_lines(j)
     assert not any(k == "cpu" for k, _ in detail_lines(triage_job(_cpu_rows(None, [None]))))
+
+
+def test_triage_with_logs_and_traces_names_the_hung_rank(tmp_path, monkeypatch):
+    """--traces with --logs and one job: the time-limit job's log fused with its ranks' dumps."""
+    from fr_dumps import write_dumps
+
+    monkeypatch.setattr("slurmdoc.slurm.locate.scontrol_show_job", lambda *a, **k: [])
+    text = (DATA / "all.psv").read_text()
+    old_dir = next(line.split("|")[-2] for line in text.splitlines()[1:] if line.split("|")[-2])
+    (tmp_path / "all.psv").write_text(text.replace(old_dir, str(tmp_path)))
+    (tmp_path / f"slurm-{JOBS['timeout']}.out").write_bytes((DATA / f"timeout.{JOBS['timeout']}.out").read_bytes())
+    dumps = write_dumps(tmp_path / "fr", 2, {0: 7, 1: 6})
+    r = runner.invoke(app, ["triage", JOBS["timeout"], "--logs", "--sacct-file", str(tmp_path / "all.psv"), "-f", "json",
+                            "--traces", str(dumps)])
+    assert r.exit_code == 1, r.stderr
+    v = json.loads(r.stdout)["verdicts"][0]
+    assert v["category"] == "time_limit" and v["rank"] == 1
+    both = runner.invoke(app, ["triage", JOBS["timeout"], JOBS["ok"], "--logs", "--sacct-file", str(tmp_path / "all.psv"),
+                               "--traces", str(dumps)])
+    assert both.exit_code == 2 and "one job" in both.stderr
+    alone = runner.invoke(app, ["triage", JOBS["timeout"], "--sacct-file", str(tmp_path / "all.psv"), "--traces", str(dumps)])
+    assert alone.exit_code == 2 and "--logs" in alone.stderr

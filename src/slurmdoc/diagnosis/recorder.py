@@ -10,6 +10,8 @@ of a hang's: the dumps say where every rank was, not why.
   * The log's root is a hang (a collective timeout that leads because nothing else failed, a
     time limit, a cancellation): the rank the dumps name becomes the root rank, with
     `evidence` and `rank_source` `flight_recorder` and `root_cause.collective`.
+  * The log holds no cause, only the waiting ranks' own errors (a closed connection, an abort:
+    a symptom promoted for want of a cause): the same.
   * The dumps show a mismatch (one rank entered the collective with another op or size) and
     the log's root is a collective or generic error on a rank that entered that collective
     (gloo aborts on the receiving neighbour, and the launcher names that neighbour): the odd
@@ -23,6 +25,7 @@ of a hang's: the dumps say where every rank was, not why.
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from slurmdoc.diagnosis.explain import NOT_NAMED, verdict_line
@@ -36,6 +39,7 @@ HANG_CATEGORIES = ("nccl_timeout", "time_limit", "cancelled")  # a job that ende
 # receiving side, a size check, a closed connection): the echo of a mismatch, not its cause
 ECHO_CATEGORIES = ("nccl_timeout", "nccl_error", "python_exception", "unknown", "sigterm_cascade", "killed")
 FRAMES_SHOWN = 4
+FRAME_FILE = re.compile(r"(.*?):\d+(?: in |$)")  # "path:line in func" -> path
 ENDINGS = {
     "nccl_timeout": " and timed out",
     "time_limit": " until the job hit its time limit",
@@ -69,7 +73,13 @@ def op_words(v) -> str:
 
 
 def _frames(last: Optional[dict]) -> list[str]:
-    return [str(f) for f in (last or {}).get("frames") or []][:FRAMES_SHOWN]
+    """The culprit's last frames, innermost first, the user's own code first: a frame in an
+    installed package (torch's collective wrappers) says nothing of where the job's code was."""
+    from slurmdoc.frames import is_library
+
+    shown = [str(f) for f in (last or {}).get("frames") or []]
+    own = [f for f in shown if not is_library(m.group(1) if (m := FRAME_FILE.match(f)) else f)]
+    return (own or shown)[:FRAMES_SHOWN]
 
 
 def _last_words(v, op: str) -> str:
@@ -133,6 +143,8 @@ def _role(rc: Optional[RootCause], v) -> str:
     own = {rc.rank} if rc.rank is not None else set(rc.ranks)
     if v.kind == "mismatch" and rc.category in ECHO_CATEGORIES and (not own or own <= entered):
         return "root"
+    if rc.promoted and rc.category in ECHO_CATEGORIES and (not own or own <= entered):
+        return "root"  # no cause in the log, only the waiting ranks' errors (a peer closed, an abort)
     return "confirms" if own and own <= set(v.culprits) else "context"
 
 
