@@ -256,3 +256,33 @@ def test_cli_job_carries_the_culprit_into_the_joined_verdict(tmp_path):
 def test_cli_bad_traces_with_job_is_exit_2(tmp_path):
     p = run_cli("diagnose", "--job", "42", "--log", hang_log(tmp_path), "--traces", str(tmp_path / "nothing"))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+# ---- the real fixtures: torchrun + gloo runs with their dumps (fixtures/traces/<case>/)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
+CASES = sorted(p.parent.name for p in FIXTURES.glob("*/truth.yaml"))
+
+
+@pytest.mark.parametrize("case", CASES or [pytest.param("-", marks=pytest.mark.skip(reason="no fixtures/traces yet"))])
+def test_fused_verdict_on_the_real_fixtures(case):
+    import yaml
+
+    d = FIXTURES / case
+    truth = yaml.safe_load((d / "truth.yaml").read_text())
+    diag = diagnose([str(d / "job.log")], traces=str(d / truth.get("traces", "traces")))
+    assert diag.status == truth["expect_status"]
+    rc = diag.root_cause
+    if truth["expect_status"] == "no_failure":
+        assert rc is None
+        return
+    assert rc.category == truth["category"]
+    culprits = truth.get("culprits") or []
+    assert rc.rank in culprits and set(rc.ranks) <= set(culprits)
+    if truth.get("evidence"):
+        assert rc.evidence == truth["evidence"]
+    if truth.get("rank_source"):
+        assert rc.rank_source == truth["rank_source"]
+    if truth.get("seq") is not None:
+        assert rc.collective is not None and rc.collective.seq == truth["seq"] and rc.collective.op == truth["op"]
+        assert rc.collective.pg == str(truth["pg"])

@@ -13,9 +13,10 @@ of a hang's: the dumps say where every rank was, not why.
   * The log holds no cause, only the waiting ranks' own errors (a closed connection, an abort:
     a symptom promoted for want of a cause): the same.
   * The dumps show a mismatch (one rank entered the collective with another op or size) and
-    the log's root is a collective or generic error on a rank that entered that collective
-    (gloo aborts on the receiving neighbour, and the launcher names that neighbour): the odd
-    rank out becomes the root; the neighbour's error is the echo.
+    the log's root is a collective or generic error, or no cause at all (an abort, an exit
+    status), on a rank that entered that collective (gloo aborts on the receiving neighbour,
+    and the launcher names that neighbour): the odd rank out becomes the root; the
+    neighbour's error is the echo.
   * Any other root (a crash the log shows earlier) stays the root cause: the dumps confirm it
     (they name the same rank) or add where the others were (`flight_recorder.role`).
   * A run with no failure stays `no_failure`, whatever the dumps say.
@@ -141,9 +142,10 @@ def _role(rc: Optional[RootCause], v) -> str:
         return "root"
     entered = set(v.members) - set(v.culprits)
     own = {rc.rank} if rc.rank is not None else set(rc.ranks)
-    if v.kind == "mismatch" and rc.category in ECHO_CATEGORIES and (not own or own <= entered):
-        return "root"
-    if rc.promoted and rc.category in ECHO_CATEGORIES and (not own or own <= entered):
+    echo = not own or own <= entered  # the log's root is a rank that entered the collective
+    if v.kind == "mismatch" and echo and (rc.promoted or rc.category in ECHO_CATEGORIES):
+        return "root"  # the receiving neighbour's abort or error: the echo of the odd rank out
+    if rc.promoted and rc.category in ECHO_CATEGORIES and echo:
         return "root"  # no cause in the log, only the waiting ranks' errors (a peer closed, an abort)
     return "confirms" if own and own <= set(v.culprits) else "context"
 
@@ -197,13 +199,16 @@ def _as_root(d: Diagnosis, rc: RootCause, v, coll: Optional[Collective], summary
     elif rc.stragglers and set(rc.stragglers) != set(culprits):
         evidence.append(f"the log alone pointed at {describe(rc.stragglers)}")
     weaker = v.evidence == "absent_dump"
-    category = rc.category
-    title = rc.title
-    if v.kind == "mismatch" and category not in ("nccl_timeout",) + HANG_CATEGORIES:
-        category, title = "nccl_error", "Ranks entered a collective differently"
+    category, title, label = rc.category, rc.title, rc.label
+    mismatch = v.kind == "mismatch"
+    if mismatch and category not in HANG_CATEGORIES:
+        # no timeout ended it (gloo aborts on a size it did not expect): the ranks disagreed, as
+        # the rule pack's collective-mismatch says it
+        category, title, label = "nccl_error", "Ranks entered a collective differently", None
     why = ("Every member of a process group must enter the same collectives in the same order with the same "
            "sizes; the others wait for the one that did not, until a timeout or the job's end.")
-    fix = [f"Look at what rank {rank} was doing instead: " + (" <- ".join(frames) if frames else "its last lines in the log") + ".",
+    where = " <- ".join(frames) if frames else "its last lines in the log"
+    fix = [(f"Look at where rank {rank} issued it: {where}." if mismatch else f"Look at what rank {rank} was doing instead: {where}."),
            "Find the code path that differs between ranks: a branch on rank or on data (an uneven last batch), "
            "a collective called on some ranks only, a data-loader or I/O stall, a deadlock."]
     if weaker:
@@ -211,8 +216,11 @@ def _as_root(d: Diagnosis, rc: RootCause, v, coll: Optional[Collective], summary
     # the rule's own steps were written for a log that names no culprit: the dumps' steps replace them
     rem = Remediation(summary=summary, why=why, fix=tuple(fix))
     kept = tuple(e for e in rc.evidence_lines if not e.endswith(NOT_NAMED))
+    # the root line's time is another rank's when the log named another rank
+    when = rc.timestamp if rc.rank is None or rc.rank in culprits else None
     return rc.model_copy(update={
-        "category": category, "title": title, "rank": rank, "ranks": tuple(culprits), "stragglers": tuple(culprits),
+        "category": category, "title": title, "label": label, "rank": rank, "ranks": tuple(culprits),
+        "stragglers": () if mismatch else tuple(culprits), "timestamp": when,
         "node": node, "evidence": RECORDER, "rank_source": RECORDER, "collective": coll, "promoted": False,
         "evidence_lines": tuple(evidence) + kept, "remediation": rem.as_text(), "remediation_parts": rem,
         # the reporter's traceback and frames are not the culprit's (its last frames are evidence)

@@ -26,7 +26,7 @@ def evidence_in_words(rc: RootCause) -> str:
         weaker = rc.collective is not None and rc.collective.dump_evidence == "absent_dump"
         text = ("from the flight-recorder dumps, on weaker evidence: the rank is named only because its dump is missing"
                 if weaker else "from the flight-recorder dumps: where each rank was when the job stopped")
-        text += f"; the log's own evidence: {what}"
+        text += f"; the log's line behind it: {rc.source}"
     elif rc.evidence == "traceback":
         text = "from the rank's own traceback"
     elif rc.evidence == "exception":
