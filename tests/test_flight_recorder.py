@@ -286,3 +286,9 @@ def test_fused_verdict_on_the_real_fixtures(case):
     if truth.get("seq") is not None:
         assert rc.collective is not None and rc.collective.seq == truth["seq"] and rc.collective.op == truth["op"]
         assert rc.collective.pg == str(truth["pg"])
+    if truth.get("trace_evidence"):
+        assert rc.collective.dump_evidence == truth["trace_evidence"]
+        if truth["trace_evidence"] == "absent_dump":
+            assert "weaker evidence" in rc.remediation_parts.summary
+    if truth.get("kind") == "mismatch":
+        assert rc.collective.mismatch is not None and rc.collective.mismatch["rank"] == rc.rank
