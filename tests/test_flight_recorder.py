@@ -169,7 +169,14 @@ def test_consistent_dumps_leave_a_hang_as_the_log_says(tmp_path):
 def test_subgroup_words_name_the_group(tmp_path):
     v = verdict(pg="1", pg_desc="tp", members=[4, 5], waiting_ranks=[4], culprits=(5,))
     assert sentence(v, "nccl_timeout").startswith("rank 5 never entered all_reduce #7 of group 1 \"tp\" (ranks 4-5)")
-    assert "the other 1 rank waited" in sentence(v, "nccl_timeout")
+    assert "; rank 4 waited there and timed out" in sentence(v, "nccl_timeout")
+    elsewhere = v.model_copy(update={"culprit_last": {"rank": 5, "pg": "0", "seq": 9, "op": "all_reduce", "frames": []}})
+    assert "it last issued all_reduce #9 of the default group;" in sentence(elsewhere, "nccl_timeout")
+
+
+def test_a_different_collective_is_said_as_such():
+    v = verdict(kind="mismatch", culprits=(1,), n=4, missing_ranks=[], mismatch={"rank": 1, "field": "op", "expected": "all_reduce", "got": "broadcast"})
+    assert sentence(v).startswith("rank 1 called broadcast as collective #7 of the default group (ranks 0-3), where the other 3 ranks called all_reduce")
 
 
 # ---- the reports and the JSON

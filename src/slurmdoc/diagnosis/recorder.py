@@ -89,6 +89,8 @@ def _last_words(v, op: str) -> str:
     if not last or last.get("seq") is None:
         return ""
     what = f"#{last['seq']}" if (last.get("op") or v.op) == v.op else f"{last.get('op')} #{last['seq']}"
+    if last.get("pg") is not None and str(last["pg"]) != v.pg:  # its last one was in another group
+        what = f"{last.get('op') or 'collective'} #{last['seq']} of " + ("the default group" if str(last["pg"]) in ("0", "") else f"group {last['pg']}")
     frames = _frames(last)
     return f"; it last issued {what}" + (f" at {frames[0]}" if frames else "")
 
@@ -96,9 +98,8 @@ def _last_words(v, op: str) -> str:
 def _others(v, culprits: list[int]) -> str:
     waiting = [r for r in v.waiting_ranks if r not in culprits]
     rest = [r for r in v.members if r not in culprits]
-    if waiting and sorted(waiting) == sorted(rest):
-        n = len(waiting)
-        return f"the other {n} rank{'s' if n != 1 else ''}"
+    if len(waiting) > 1 and sorted(waiting) == sorted(rest):
+        return f"the other {len(waiting)} ranks"
     return describe(waiting) if waiting else "the others"
 
 
@@ -109,8 +110,11 @@ def sentence(v, category: Optional[str] = None) -> str:
     if v.kind == "mismatch" and v.mismatch:
         m = v.mismatch
         field = str(m.get("field") or "arguments").replace("_", " ")
-        return (f"rank {m.get('rank')} entered {where} with {field} {m.get('got')}, where "
-                f"{_others(v, [m.get('rank')])} entered it with {m.get('expected')}")
+        others = _others(v, [m.get("rank")])
+        if field == "op":  # a different collective at the same place in the sequence
+            return (f"rank {m.get('rank')} called {m.get('got')} as collective #{v.seq} of {group_words(v)}, where "
+                    f"{others} called {m.get('expected')}")
+        return f"rank {m.get('rank')} entered {where} with {field} {m.get('got')}, where {others} entered it with {m.get('expected')}"
     if v.kind == "missing" and v.evidence == "absent_dump":
         dumped = [r for r in v.ranks_dumped if r in v.members] or v.ranks_dumped
         return (f"{describe(culprits)} left no dump; the dumps of {describe(dumped)} show them waiting in {where}: "
