@@ -212,13 +212,22 @@ def _as_root(d: Diagnosis, rc: RootCause, v, coll: Optional[Collective], summary
     why = ("Every member of a process group must enter the same collectives in the same order with the same "
            "sizes; the others wait for the one that did not, until a timeout or the job's end.")
     where = " <- ".join(frames) if frames else "its last lines in the log"
-    fix = [(f"Look at where rank {rank} issued it: {where}." if mismatch else f"Look at what rank {rank} was doing instead: {where}."),
+    after = (f"Start from where rank {rank} last issued a collective ({where}) and look at what it did after it"
+             if frames else f"Look at what rank {rank} did after its last collective (its last lines in the log)")
+    fix = [(f"Look at where rank {rank} issued it: {where}." if mismatch else after + ": a sleep, a lock, a data-loader or I/O wait, a branch the others did not take."),
            "Find the code path that differs between ranks: a branch on rank or on data (an uneven last batch), "
            "a collective called on some ranks only, a data-loader or I/O stall, a deadlock."]
     if weaker:
         fix.insert(0, f"Check why rank {rank} wrote no dump (killed first, a dump path it could not write, a crash in native code).")
+    who, op = describe(culprits), op_words(v)
+    if mismatch:
+        todo = f"Make rank {rank} enter {op} as the other members do (the same collective, sizes and dtypes, in the same order)."
+    elif weaker:
+        todo = f"{who[:1].upper()}{who[1:]} is the suspect: find out whether it hung before {op} or died before it could dump."
+    else:
+        todo = f"Find out why {who} stopped before {op}: the others waited for it."
     # the rule's own steps were written for a log that names no culprit: the dumps' steps replace them
-    rem = Remediation(summary=summary, why=why, fix=tuple(fix))
+    rem = Remediation(summary=todo, why=why, fix=tuple(fix))
     kept = tuple(e for e in rc.evidence_lines if not e.endswith(NOT_NAMED))
     # the root line's time is another rank's when the log named another rank
     when = rc.timestamp if rc.rank is None or rc.rank in culprits else None
