@@ -271,10 +271,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
 CASES = sorted(p.parent.name for p in FIXTURES.glob("*/truth.yaml"))
 
 
-# the matcher's known misses on these fixtures (slurmdoc.traces, tests/test_traces_match.py): the
-# collective it names, not the rank
-MATCHER_MISSES = {"subgroup": "the matcher names the world group's consequence (pg 0 #5), not the subgroup's hole (pg 2 #4), "
-                              "when pg_config lists no subgroup members"}
 NO_CASES = [pytest.param("-", marks=pytest.mark.skip(reason="no fixtures/traces yet"))]
 
 
@@ -307,8 +303,7 @@ def test_fused_verdict_on_the_real_fixtures(case):
             assert "weaker evidence" in rc.evidence_lines[0]
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=MATCHER_MISSES[c])) if c in MATCHER_MISSES else c
-                                  for c in CASES] or NO_CASES)
+@pytest.mark.parametrize("case", CASES or NO_CASES)
 def test_fused_collective_on_the_real_fixtures(case):
     truth, diag = _truth_and_diagnosis(case)
     rc = diag.root_cause
