@@ -158,3 +158,42 @@ def test_an_unreadable_dump_among_readable_ones_is_skipped_with_a_warning(tmp_pa
     with pytest.raises(TraceError, match="and 3 more") as e:
         read_traces(d)
     assert "\n" not in str(e.value)
+
+
+def _shared_value_bombs():
+    # pickle stores a value once and refers to it again by a 2-byte memo index, so a file of
+    # kilobytes can hand the reader one huge or self-nested value under every field of every entry
+    nested = 1
+    for _ in range(6):
+        nested = [nested] * 16  # 16**6 leaves if walked
+    ranks = list(range(100_000))
+    ranks_text = str(ranks)  # one string, shared
+    long_bytes, long_text = b"x" * (4 << 20), "7" * (4 << 20)
+    return [
+        ("nested sizes", {"input_sizes": nested}, {}),
+        ("a dict in sizes", {"input_sizes": [[{"k": nested}]]}, {}),
+        ("huge name", {"profiling_name": long_bytes, "input_dtypes": [long_text] * 16}, {}),
+        ("huge digits", {"input_sizes": [[long_text] * 16] * 16}, {}),
+        ("one ranks list under many groups", {}, {"pg_config": {str(i): {"ranks": ranks} for i in range(10_000)}}),
+        ("one ranks string under many groups", {}, {"pg_config": {str(i): {"ranks": ranks_text} for i in range(10_000)}}),
+    ]
+
+
+@pytest.mark.parametrize("what, in_entry, at_top", _shared_value_bombs(), ids=lambda x: x if isinstance(x, str) else "")
+def test_a_value_shared_many_times_over_costs_no_more_than_once(tmp_path, what, in_entry, at_top):
+    body = dump(n_entries=2000)
+    for e in body["entries"]:
+        e.update(in_entry)
+    body.update(at_top)
+    f = tmp_path / "nccl_trace_rank_0"
+    data = pickle.dumps(body, protocol=4)  # 4: bytes as bytes (2 would need a global for them)
+    assert len(data) < 20 << 20
+    f.write_bytes(data)
+    t0 = time.perf_counter()
+    try:
+        ts = read_traces(f)
+    except TraceError as e:
+        assert "pg_config" in str(e) and "\n" not in str(e)  # refused, in one line
+    else:
+        assert len(ts.dumps[0].entries) == 2000
+    assert time.perf_counter() - t0 < 5.0, what

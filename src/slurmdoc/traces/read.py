@@ -46,6 +46,7 @@ class TraceLimits:
     frames: int = 64  # frames kept per entry
     text: int = 512  # characters kept of a string field
     dir_scan: int = 200_000  # directory entries looked at
+    pg_ranks: int = 1_000_000  # rank numbers (or characters of them) in one dump's pg_config
 
 
 DEFAULT_LIMITS = TraceLimits()
@@ -208,7 +209,7 @@ def _decode(path: str, data: bytes) -> dict:
 
 def _text(v: Any, limits: TraceLimits) -> str:
     if isinstance(v, bytes):
-        v = v.decode("utf-8", "replace")
+        v = v[: 4 * limits.text].decode("utf-8", "replace")  # cut first: one huge shared value, many fields
     return v[: limits.text] if isinstance(v, str) else ""
 
 
@@ -217,19 +218,25 @@ def _int(v: Any) -> Optional[int]:
         return None
     if isinstance(v, int):
         return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v) < 20:
+    if isinstance(v, str) and len(v) < 24 and v.strip().lstrip("-").isdigit():
         return int(v)
     return None
 
 
-def _shape(v: Any, depth: int = 0) -> Any:
-    """Sizes as nested tuples of ints (bounded): `[[1024]]` -> ((1024,),)."""
-    if depth > 4:
+def _shape(v: Any) -> Any:
+    """Sizes as a tuple of shapes of ints: `[[1024]]` -> ((1024,),). At most 16 x 16 values are
+    looked at and none is rendered: a pickle can nest one list in itself many times over, so a
+    deeper walk (or str() of a value) could take hours on a file of kilobytes."""
+    if not isinstance(v, (list, tuple)):
         return ()
-    if isinstance(v, (list, tuple)):
-        return tuple(_shape(x, depth + 1) for x in v[:16])
+    return tuple(tuple(_dim(y) for y in x[:16]) if isinstance(x, (list, tuple)) else _dim(x) for x in v[:16])
+
+
+def _dim(v: Any) -> Any:
     n = _int(v)
-    return n if n is not None else str(v)[:32]
+    if n is not None:
+        return n
+    return v[:32] if isinstance(v, str) else "?"
 
 
 def _sizes(v: Any) -> Any:
@@ -314,9 +321,14 @@ def _dump(rank: int, path: str, obj: dict, limits: TraceLimits) -> Dump:
     groups: dict[str, list[int]] = {}
     cfg = obj.get("pg_config")
     if isinstance(cfg, dict):
+        budget = limits.pg_ranks  # one shared ranks list under many groups costs each time
         for key, val in list(cfg.items())[:10_000]:
             if isinstance(val, dict):
-                groups[_text(key, limits)] = _ranks(val.get("ranks"))
+                ranks = val.get("ranks")
+                budget -= len(ranks) if isinstance(ranks, (str, list, tuple)) else 1
+                if budget < 0:
+                    raise TraceError(f"{path}: pg_config lists more than {limits.pg_ranks} ranks in all; not a flight-recorder dump")
+                groups[_text(key, limits)] = _ranks(ranks)
     return Dump(rank, path, _text(obj.get("version"), limits), entries, groups, dropped)
 
 
