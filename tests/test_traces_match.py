@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slurmdoc.traces import analyze, read_traces
 
@@ -136,3 +138,45 @@ def test_ranks_waiting_on_each_other_in_different_groups_are_named_with_a_warnin
     v = analyze(read_traces(d))
     assert v.kind == "missing" and v.pg == "a" and v.culprits == v.missing_ranks == [1]
     assert any("different order" in w for w in v.warnings)
+
+
+@given(n=st.integers(2, 12), stop=st.integers(2, 60), data=st.data())
+def test_property_the_rank_that_stopped_early_is_named_whatever_each_ring_kept(tmp_path_factory, n, stop, data):
+    # every rank but one reaches collective #stop; the culprit stops after #stop-1; each ring
+    # keeps its own number of newest entries
+    culprit = data.draw(st.integers(0, n - 1), label="culprit")
+    per = {}
+    for r in range(n):
+        last = stop - 1 if r == culprit else stop
+        keep = data.draw(st.integers(1, last), label=f"ring of {r}")
+        per[r] = [rec(s, 10 * s + r) for s in range(last - keep + 1, last + 1)]
+    v = analyze(read_traces(write(tmp_path_factory.mktemp("run"), per)))
+    assert (v.kind, v.culprits, v.seq, v.missing_ranks) == ("missing", [culprit], stop, [culprit])
+    assert v.waiting_ranks == [r for r in range(n) if r != culprit] and v.evidence == "dump"
+
+
+@given(chunk=st.sampled_from([2, 4]), chunks=st.integers(2, 4), step=st.integers(2, 5), data=st.data())
+def test_property_a_subgroup_hang_is_blamed_on_the_subgroup_whoever_entered_first(tmp_path_factory, chunk, chunks, step, data):
+    # each step: a world all_reduce, then one in the rank's chunk (groups '1', '2', ...); the
+    # culprit stops before its chunk's #step. Times are drawn so that the culprit's partners may
+    # enter their chunk's #step before or after the other chunks enter world #step+1. (From
+    # step 2 on: a culprit that stopped before its chunk's FIRST collective never names the
+    # chunk in its dump, and nothing then says it belongs to it.)
+    n = chunk * chunks
+    culprit = data.draw(st.integers(0, n - 1), label="culprit")
+    mine = culprit // chunk
+    per = {}
+    for r in range(n):
+        pg = (str(1 + r // chunk), "undefined")
+        es = []
+        for s in range(1, step + 1):
+            es.append(rec(s, 2000 * s + data.draw(st.integers(0, 99))))
+            late = 1999 if r // chunk == mine else 999
+            if not (r == culprit and s == step):
+                es.append(rec(s, 2000 * s + data.draw(st.integers(100, late)), pg=pg))
+        if r // chunk != mine:
+            es.append(rec(step + 1, 2000 * step + data.draw(st.integers(1000, 1999))))
+        per[r] = es
+    v = analyze(read_traces(write(tmp_path_factory.mktemp("run"), per, listed="[]")))
+    assert (v.kind, v.culprits, v.pg, v.seq) == ("missing", [culprit], str(1 + mine), step)
+    assert v.waiting_ranks == [r for r in range(mine * chunk, (mine + 1) * chunk) if r != culprit]
