@@ -155,13 +155,15 @@ def test_property_the_rank_that_stopped_early_is_named_whatever_each_ring_kept(t
     assert v.waiting_ranks == [r for r in range(n) if r != culprit] and v.evidence == "dump"
 
 
-@given(chunk=st.sampled_from([2, 4]), chunks=st.integers(2, 4), step=st.integers(2, 5), data=st.data())
+@given(chunk=st.sampled_from([2, 4]), chunks=st.integers(2, 4), step=st.integers(1, 5), data=st.data())
 def test_property_a_subgroup_hang_is_blamed_on_the_subgroup_whoever_entered_first(tmp_path_factory, chunk, chunks, step, data):
     # each step: a world all_reduce, then one in the rank's chunk (groups '1', '2', ...); the
     # culprit stops before its chunk's #step. Times are drawn so that the culprit's partners may
-    # enter their chunk's #step before or after the other chunks enter world #step+1. (From
-    # step 2 on: a culprit that stopped before its chunk's FIRST collective never names the
-    # chunk in its dump, and nothing then says it belongs to it.)
+    # enter their chunk's #step before or after the other chunks enter world #step+1. A culprit
+    # that stopped before its chunk's FIRST collective never names the chunk in its dump:
+    # nothing then says it belongs to it, and when its partners' dumps agree among themselves
+    # they look as finished as it does: the culprit is named among its chunk, at the world
+    # collective (with a pair, the partner waits alone in the chunk, and the culprit alone is named).
     n = chunk * chunks
     culprit = data.draw(st.integers(0, n - 1), label="culprit")
     mine = culprit // chunk
@@ -178,5 +180,10 @@ def test_property_a_subgroup_hang_is_blamed_on_the_subgroup_whoever_entered_firs
             es.append(rec(step + 1, 2000 * step + data.draw(st.integers(1000, 1999))))
         per[r] = es
     v = analyze(read_traces(write(tmp_path_factory.mktemp("run"), per, listed="[]")))
-    assert (v.kind, v.culprits, v.pg, v.seq) == ("missing", [culprit], str(1 + mine), step)
-    assert v.waiting_ranks == [r for r in range(mine * chunk, (mine + 1) * chunk) if r != culprit]
+    assert v.kind == "missing" and culprit in v.culprits
+    assert set(v.culprits) <= set(range(mine * chunk, (mine + 1) * chunk))
+    if step > 1 or chunk == 2:
+        assert v.culprits == [culprit]
+    if step > 1:
+        assert (v.pg, v.seq) == (str(1 + mine), step)
+        assert v.waiting_ranks == [r for r in range(mine * chunk, (mine + 1) * chunk) if r != culprit]

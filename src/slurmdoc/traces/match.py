@@ -19,7 +19,8 @@ completed) is trusted.
   missing from several holes (its subgroup's and then the world's, which the other half reached);
   the one whose missing ranks ALL stopped outside collectives is the cause, a hole that also
   lacks ranks waiting elsewhere is an effect (which group's members entered first is a race
-  and decides only between equals). When every
+  and decides only between equals). A rank whose last collective no other dump recorded is
+  waiting too (in a group whose other members no dump shows). When every
   missing rank waits somewhere (ranks waiting in each other's collectives), the hole whose
   collective was issued first is.
 - Members: pg_config's list where a dump has one (the default group is listed under the name
@@ -173,7 +174,7 @@ def analyze(ts: TraceSet) -> TraceVerdict:
     warnings = list(ts.warnings)
 
     # which hole is each rank waiting in (its own last collective is that hole's collective)
-    waiting_in: dict[int, _Hole] = {}
+    waiting_in: dict[int, Optional[_Hole]] = {}
     lasts: dict[int, Optional[Entry]] = {}
     for h in holes:
         for r in h.present:
@@ -182,6 +183,18 @@ def analyze(ts: TraceSet) -> TraceVerdict:
             last = lasts[r]
             if last is not None and last.pg == h.g.name and last.seq == h.seq:
                 waiting_in[r] = h
+    # a rank whose last collective no other dump recorded waits in it as well, in a group whose
+    # other members no dump shows (a subgroup whose hung member stopped before its first
+    # collective there never names the group): it is not free either
+    holding = {rank: {g.name: set(g.by_rank.get(rank, ())) for g in groups.values()} for rank in dumped}
+    for r in dumped:
+        if r in waiting_in:
+            continue
+        last = _last(dumps[r])
+        if last is not None and not last.p2p and not any(
+            last.seq in holding[o].get(last.pg, ()) for o in dumped if o != r
+        ):
+            waiting_in[r] = None  # type: ignore[assignment]
 
     chosen: Optional[_Hole] = None
     culprits: list[int] = []
