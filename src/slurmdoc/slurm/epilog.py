@@ -266,9 +266,10 @@ def prepare_user_side(req: dict) -> dict:
     return out
 
 
-def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None, facts: Optional[dict] = None) -> tuple[int, int]:
-    """(pid, fd): a forked child (the loaded rules come along) diagnoses `paths` (only their last
-    `tail_bytes`, when given) and sends its answer on fd."""
+def _fork_answer(work) -> tuple[int, int]:
+    """(pid, fd): a forked child runs `work()` (a JSON-ready value) and sends ("ok", value) or
+    ("error", one line) on fd, to its own parent, the same user: nothing crosses a boundary.
+    The child dies with its parent and never returns into the caller's code."""
     import pickle
 
     from slurmdoc.slurm.privsep import set_parent_death_signal
@@ -279,18 +280,17 @@ def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None, fa
         try:
             os.close(r)
             set_parent_death_signal()
-            from slurmdoc.api import diagnose
             from slurmdoc.errors import SlurmdocError
 
             try:
-                msg = ("ok", diagnose(paths, rulebook=book, tail_bytes=tail_bytes, facts=facts).model_dump(mode="json"))
+                msg = ("ok", work())
             except SlurmdocError as e:
                 msg = ("error", e.one_line())
-            except MemoryError:
-                msg = ("error", "the diagnosis ran out of memory")
+            except (MemoryError, RecursionError):
+                msg = ("error", "ran out of memory or nesting depth")
             except BaseException as e:  # noqa: BLE001
                 msg = ("error", f"internal error: {type(e).__name__}: {e}")
-            data = pickle.dumps(msg)  # to its own parent, the same user: nothing crosses a boundary
+            data = pickle.dumps(msg)
             view = memoryview(data)
             while view:
                 view = view[os.write(w, view):]
@@ -298,6 +298,18 @@ def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None, fa
             os._exit(0)
     os.close(w)
     return pid, r
+
+
+def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None, facts: Optional[dict] = None) -> tuple[int, int]:
+    """(pid, fd): a forked child (the loaded rules come along) diagnoses `paths` (only their last
+    `tail_bytes`, when given) and sends its answer on fd."""
+
+    def work():
+        from slurmdoc.api import diagnose
+
+        return diagnose(paths, rulebook=book, tail_bytes=tail_bytes, facts=facts).model_dump(mode="json")
+
+    return _fork_answer(work)
 
 
 def _collect(children: dict[str, tuple[int, int]], end: float, decisive: str) -> dict[str, tuple]:
@@ -398,35 +410,13 @@ def _fork_traces(path: str) -> tuple[int, int]:
     """(pid, fd): a forked child reads the flight-recorder dumps at `path` and matches them
     across ranks (slurmdoc.traces), and sends ("ok", verdict) or ("error", text) on fd. Apart
     from the log's diagnosis, so that dumps that hang or blow up never cost it."""
-    import pickle
 
-    from slurmdoc.slurm.privsep import set_parent_death_signal
+    def work():
+        from slurmdoc.diagnosis.recorder import read_verdict
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            os.close(r)
-            set_parent_death_signal()
-            from slurmdoc.diagnosis.recorder import read_verdict
-            from slurmdoc.errors import SlurmdocError
+        return read_verdict(path).model_dump(mode="json")
 
-            try:
-                msg = ("ok", read_verdict(path).model_dump(mode="json"))
-            except SlurmdocError as e:
-                msg = ("error", e.one_line())
-            except (MemoryError, RecursionError):
-                msg = ("error", "too large to read")
-            except BaseException as e:  # noqa: BLE001
-                msg = ("error", f"internal error: {type(e).__name__}: {e}")
-            data = pickle.dumps(msg)  # to its own parent, the same user
-            view = memoryview(data)
-            while view:
-                view = view[os.write(w, view):]
-        finally:
-            os._exit(0)
-    os.close(w)
-    return pid, r
+    return _fork_answer(work)
 
 
 def _collect_traces(pid: int, fd: int, end: float):
