@@ -312,15 +312,18 @@ def _fork_diagnosis(paths: list[str], book, tail_bytes: Optional[int] = None, fa
     return _fork_answer(work)
 
 
-def _collect(children: dict[str, tuple[int, int]], end: float, decisive: str) -> dict[str, tuple]:
+def _collect(children: dict[str, tuple[int, int]], end: float, decisive: str, parse=None, what: str = "the diagnosis") -> dict[str, tuple]:
     """Read the children's answers until `decisive` has answered or the time is up; kill the
-    rest. {name: ("ok", Diagnosis) | ("error", text)} for those that answered."""
+    rest. {name: ("ok", parse(value)) | ("error", text)} for those that answered; `parse`
+    defaults to Diagnosis.model_validate."""
     import pickle
     import select
     import signal as _signal
 
-    from slurmdoc.models import Diagnosis
+    if parse is None:
+        from slurmdoc.models import Diagnosis
 
+        parse = Diagnosis.model_validate
     bufs: dict[str, list[bytes]] = {k: [] for k in children}
     open_fds = {fd: k for k, (_, fd) in children.items()}
     done: dict[str, tuple] = {}
@@ -340,9 +343,9 @@ def _collect(children: dict[str, tuple[int, int]], end: float, decisive: str) ->
                 os.close(fd)
                 try:
                     kind, body = pickle.loads(b"".join(bufs[k]))
-                    done[k] = ("ok", Diagnosis.model_validate(body)) if kind == "ok" else ("error", str(body))
+                    done[k] = ("ok", parse(body)) if kind == "ok" else ("error", str(body))
                 except Exception:  # noqa: BLE001
-                    done[k] = ("error", "the diagnosis stopped without an answer")
+                    done[k] = ("error", f"{what} stopped without an answer")
     finally:
         for fd in open_fds:
             os.close(fd)
@@ -421,47 +424,15 @@ def _fork_traces(path: str) -> tuple[int, int]:
 
 def _collect_traces(pid: int, fd: int, end: float):
     """(TraceVerdict | None, note): the dumps child's answer by `end`, else it is killed."""
-    import pickle
-    import select
-    import signal as _signal
+    from slurmdoc.traces import TraceVerdict
 
-    buf: list[bytes] = []
-    answered = False
-    try:
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-            if not ready:
-                continue
-            b = os.read(fd, 1 << 20)
-            if not b:
-                answered = True
-                break
-            buf.append(b)
-    finally:
-        os.close(fd)
-        if not answered:
-            try:
-                os.kill(pid, _signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-    if not answered:
+    got = _collect({"traces": (pid, fd)}, end, "traces", TraceVerdict.model_validate, "the reader").get("traces")
+    if got is None:
         return None, "the flight-recorder dumps were not read: out of time"
-    try:
-        kind, body = pickle.loads(b"".join(buf))
-        if kind == "ok":
-            from slurmdoc.traces import TraceVerdict
-
-            return TraceVerdict.model_validate(body), None
-        return None, f"the flight-recorder dumps were not read: {body}"
-    except Exception:  # noqa: BLE001
-        return None, "the flight-recorder dumps were not read: no answer"
+    kind, body = got
+    if kind == "ok":
+        return body, None
+    return None, f"the flight-recorder dumps were not read: {body}"
 
 
 def _log_mode(logs: list[str]) -> int:
