@@ -196,6 +196,8 @@ class PrefixParser:
         """(tag, where the program's line starts) when `raw` starts with a tag whose shape is
         learnt (or is learnt now). The gap after a tag is learnt with it: a frame's own two
         spaces of indentation are not part of it."""
+        if not self._tags and not ('File "' in raw or "Traceback" in raw or "Error" in raw or "Exception" in raw):
+            return None  # nothing learnt, and no traceback structure to learn from: plain tests only
         m = LEARN_TAG.match(raw)
         if m is None:
             return None

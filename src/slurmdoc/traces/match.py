@@ -39,7 +39,6 @@ from slurmdoc.traces.model import TraceVerdict
 from slurmdoc.traces.read import Dump, Entry, TraceSet, frames_of
 
 DEFAULT = "0"
-LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python", "<frozen", "/torch/")
 
 
 def _is_default(name: str, desc: str) -> bool:
@@ -158,8 +157,12 @@ def _last(d: Optional[Dump]) -> Optional[Entry]:
 
 
 def _user_frames(e: Entry, n: int = 5) -> list[str]:
+    """The entry's innermost frames in the job's own code (slurmdoc.frames.is_library says
+    what is the installation's), or all of them when none is."""
+    from slurmdoc.frames import is_library
+
     frames = frames_of(e)
-    own = [f for f in frames if f[0] and not any(p in f[0] for p in LIBRARY_PARTS)]
+    own = [f for f in frames if f[0] and not is_library(f[0])]
     return [f"{file}:{line} in {name}" for file, line, name in (own or frames)[:n]]
 
 
