@@ -44,11 +44,12 @@ DAMAGE_CHARS = frozenset("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f\x10\x
 DAMAGE = re.compile("^[\x01-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]+")
 
 
-def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> Iterator[LogLine]:
+def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> list[LogLine]:
     """One input line as LogLine(s); `\\r` segments share their line number.
 
     ANSI colour/cursor sequences are removed first: they are terminal decoration, and they
-    would hide prefixes and exception lines from the parser.
+    would hide prefixes and exception lines from the parser. A list, not a generator: nearly
+    every line is one LogLine, and this runs for every line parsed.
     """
     if "\x1b" in raw:
         raw = ANSI.sub("", raw)
@@ -57,18 +58,19 @@ def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> 
         # included): what follows is a record of its own, prefix and all, like a `\r` segment;
         # other damage (control bytes, undecodable bytes) before a record's prefix is dropped
         raw = "\r".join(DAMAGE.sub("", seg) for seg in NULS.sub("\r", raw).split("\r")).strip("\r")
-    if "\r" in raw or parser.glued(raw):
-        # `\r` progress updates and records glued to them: one LogLine per piece,
-        # pieces without a prefix of their own belong to the line's first printer
-        head: Optional[LogLine] = None
-        for seg in raw.split("\r"):
-            for piece in parser.split_glued(seg):
-                ll = parser.parse(src, lineno, piece, head)
-                if head is None:
-                    head = ll
-                yield ll
-    else:
-        yield parser.parse(src, lineno, raw)
+    if "\r" not in raw and not parser.glued(raw):
+        return [parser.parse(src, lineno, raw)]
+    # `\r` progress updates and records glued to them: one LogLine per piece,
+    # pieces without a prefix of their own belong to the line's first printer
+    out: list[LogLine] = []
+    head: Optional[LogLine] = None
+    for seg in raw.split("\r"):
+        for piece in parser.split_glued(seg):
+            ll = parser.parse(src, lineno, piece, head)
+            if head is None:
+                head = ll
+            out.append(ll)
+    return out
 
 
 def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[Callable[[int], None]] = None, exact: bool = False) -> Iterator[LogLine]:
