@@ -371,3 +371,59 @@ def test_usage_errors_speak_without_validation_library_wording(args):
     assert r.returncode == 2
     assert b"Value error" not in r.stderr and b"Input should" not in r.stderr and b"pydantic" not in r.stderr.lower()
     assert b"Invalid value for" in r.stderr
+
+
+# ---- start-up: what `diagnose` loads --------------------------------------------------------
+
+# Modules of what a `diagnose` run does not do: the other report formats, the Slurm side
+# (--job, triage, epilog), the flight-recorder dumps (--traces), rule authoring, the fleet
+# scan (fleet.jobs alone is used: it refuses logs of several jobs).
+NOT_FOR_DIAGNOSE = (
+    "slurmdoc.slurm.api", "slurmdoc.slurm.sacct", "slurmdoc.slurm.triage", "slurmdoc.slurm.epilog",
+    "slurmdoc.slurm.locate", "slurmdoc.slurm.fuse", "slurmdoc.slurm.privsep", "slurmdoc.traces",
+    "slurmdoc.diagnosis.recorder", "slurmdoc.engine.authoring", "slurmdoc.engine.selftest",
+    "slurmdoc.report.html", "slurmdoc.report.markdown", "slurmdoc.report.triage", "slurmdoc.report.job",
+)
+NOT_FOR_FORMAT = {
+    "json": ("slurmdoc.report.terminal", "slurmdoc.report.picture", "rich"),
+    "text": ("slurmdoc.report.json_format",),
+}
+
+START_UP_PROBE = """
+import gc, io, json, sys
+import slurmdoc.api
+seen = []
+real = slurmdoc.api.diagnose
+def diagnose(*a, **kw):
+    seen.append(gc.isenabled())
+    return real(*a, **kw)
+slurmdoc.api.diagnose = diagnose
+sys.argv = ["slurmdoc", "diagnose", "--format", sys.argv[1], sys.argv[2]]
+out, sys.stdout = sys.stdout, io.StringIO()
+from slurmdoc.cli import main
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+sys.stdout = out
+print(json.dumps({"code": code, "gc_on_during_work": seen, "modules": sorted(sys.modules)}))
+"""
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+@pytest.mark.parametrize("log", [TB, "[rank0]: iteration 1\n[rank1]: iteration 1\n"], ids=["failed", "no_failure"])
+def test_diagnose_loads_no_module_of_a_format_or_command_it_does_not_use(write, fmt, log):
+    """Start-up: `diagnose` pays for the format asked for and nothing of the other commands;
+    the collector paused while the command starts is on again for the diagnosis itself."""
+    e = dict(os.environ, XDG_CONFIG_HOME=str(ROOT / "tests" / "data" / "no-config-here"))
+    for var in ("SLURMDOC_DEBUG", "SLURMDOC_RULES", "SLURMDOC_CONFIG"):
+        e.pop(var, None)
+    r = subprocess.run([sys.executable, "-c", START_UP_PROBE, fmt, write("job.log", log)], capture_output=True, text=True, env=e, timeout=120)
+    got = json.loads(r.stdout)
+    assert got["code"] == (1 if "Traceback" in log else 0), r.stderr
+    assert got["gc_on_during_work"] == [True]
+    unwanted = NOT_FOR_DIAGNOSE + NOT_FOR_FORMAT[fmt]
+    loaded = [m for m in got["modules"] if m.startswith(unwanted)
+              or (m.startswith("slurmdoc.fleet.") and m != "slurmdoc.fleet.jobs")]
+    assert loaded == []
+    assert ("slurmdoc.report.json_format" if fmt == "json" else "slurmdoc.report.terminal") in got["modules"]
