@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from slurmdoc.ingest.prefix import PrefixParser, classify_origin, parse_ts
+from slurmdoc.ingest.prefix import ISO_TS, LOGGING_HEAD, PrefixParser, _logging_head, classify_origin, parse_ts
 from slurmdoc.models import SourceInfo
 
 SRC = SourceInfo(index=0, path="job.log")
@@ -243,3 +245,39 @@ def test_a_first_word_is_no_tag_without_a_traceback_behind_it():
     # a word with no digit, dot, slash or @ before a plain gap is never taken for a tag
     q = PrefixParser(2025)
     assert [q.parse(SRC, i, "worker   File \"a.py\", line 1, in f").tag for i in (1, 2, 3)] == [None, None, None]
+
+
+# a time as logging formatters and launchers write it, with what may follow it
+_TIME_PIECES = st.lists(st.sampled_from(["", ".", ",", "1", "123456789", "1234567890", "Z", "+01:00", "+0100", "-05", ":", "]", "[", " ", " - ", " | ", "-", "|", "x"]), max_size=5)
+
+
+@given(st.sampled_from(["", "[", "[["]), st.sampled_from(["2025", "1999"]), st.sampled_from("T _"), _TIME_PIECES)
+def test_the_logging_head_is_read_off_the_time_as_the_regex_reads_it(bracket, year, sep, rest):
+    text = f"{bracket}{year}-12-31{sep}12:00:00{''.join(rest)}"
+    m = LOGGING_HEAD.match(text)
+    iso = ISO_TS.match(text)
+    got = _logging_head(text, iso.end()) if iso is not None else 0
+    assert got == (m.end() if m is not None else 0)
+
+
+def test_a_time_read_once_is_read_the_same_again():
+    # times are remembered by their text; a glog time by its text and the year it is given
+    for text in ("2025-13-45T99:00:00 broken", "0001-01-01T00:10:00+05:00 x", "2025-03-01 12:00:00,123 INFO", "E0229 01:00:00 x"):
+        assert parse_ts(text, 2025) == parse_ts(text, 2025)
+    assert parse_ts("E0229 01:00:00 x", 2025) is None and parse_ts("E0229 01:00:00 x", 2024) == datetime(2024, 2, 29, 1)
+    assert parse_ts("I0301 02:00:00 x", 2024) != parse_ts("I0301 02:00:00 x", 2025)
+
+
+@pytest.mark.parametrize(
+    "raw, rank, host, local, tag, text",
+    [
+        ("[rank: 2] x", 2, None, None, None, "x"),
+        ("[gpu-1:3]: x", None, "gpu-1", 3, None, "x"),
+        ("[12:3]: x", None, None, None, None, "[12:3]: x"),  # a number is no host
+        ("[2024-02-27T21:35:32Z] fa88a9df || x", None, None, None, "fa88a9df", "x"),
+        ("[2024-02-27 21:35:32] x", None, None, None, None, "x"),  # a logging time, no bracketed prefix
+    ],
+)
+def test_what_a_bracket_at_the_start_opens(raw, rank, host, local, tag, text):
+    ll = parse(raw)
+    assert (ll.who.rank, ll.node, ll.who.local, ll.tag, ll.text) == (rank, host, local, tag, text)

@@ -39,12 +39,19 @@ RAY = re.compile(
 STD_TAG = re.compile(r"(std(?:err|out))(?::|\s*\|) ?")
 DETERMINED = re.compile(r"\[?(\d{4}-\d\d-\d\dT[\d:.]+Z?)\]? ([0-9a-f]{6,12}) \|\| ")
 
+# what follows `[` at a prefix's place, tried in this order: a bracketed rank, accelerate's
+# `[host:N]:`, Determined's `[time] id || ` (the groups of each, in turn)
+BRACKETED = re.compile(f"(?:{BRACKET_RANK.pattern})|(?:{ACCEL.pattern})|(?:{DETERMINED.pattern})")
+_DET_TS = 1 + BRACKET_RANK.groups + ACCEL.groups  # Determined's first group in BRACKETED
+_LABEL_START = frozenset(" 0123456789")  # what an srun label can start with
+
 GLOG_TS = re.compile(r"\[?([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
 ISO_TS = re.compile(
     r"\[?(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?\]?"
 )
 # a logging formatter's leading time and its separator (`2025-03-01 12:00:00,123 - `,
-# `[2025-03-01T12:00:00Z] `, `2025-03-01 12:00:00 | `)
+# `[2025-03-01T12:00:00Z] `, `2025-03-01 12:00:00 | `); the parser reads it off ISO_TS's match
+# (`_logging_head`), which the tests hold to this definition
 LOGGING_HEAD = re.compile(
     r"(?:\[\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\] "
     r"|\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)? (?:- |\| ))"
@@ -89,32 +96,70 @@ NEMO_TS = re.compile(r"\[NeMo [A-Z] ")
 
 def parse_ts(text: str, year: int) -> Optional[datetime]:
     """A timestamp at the start of `text` (glog or ISO-like, NeMo's `[NeMo I <ISO>`), or None."""
+    return _stamp(text, year)[0]
+
+
+# a time's own text (with the year, for glog) -> its value: the lines of one second, of all
+# ranks, share one time, which is read once; None for a time that is no date (bounded)
+_ISO_SEEN: dict[str, Optional[datetime]] = {}
+_GLOG_SEEN: dict[tuple[str, int], Optional[datetime]] = {}
+MAX_STAMPS = 4096
+
+
+def _stamp(text: str, year: int) -> tuple[Optional[datetime], int]:
+    """parse_ts, and how the time is written at the start of `text` itself: the end of an
+    ISO-like time (> 0), -1 for a glog time, 0 for none or one behind NeMo's tag."""
     if not text or text[0] not in _TS_START:
-        return None
-    if text.startswith("[NeMo ") and NEMO_TS.match(text):
+        return None, 0
+    nemo = text.startswith("[NeMo ") and NEMO_TS.match(text) is not None
+    if nemo:
         text = text[8:]
     m = ISO_TS.match(text)
-    if m:
+    if m is not None:
+        key = m.group()
+        if key in _ISO_SEEN:
+            return _ISO_SEEN[key], 0 if nemo else m.end()
+        dt: Optional[datetime]
         try:
             dt = datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), _frac(m[7]))
         except ValueError:
-            return None
+            dt = None
         tz = m[8]
-        if tz and tz != "Z":
+        if dt is not None and tz and tz != "Z":
             sign = 1 if tz[0] == "+" else -1
             hh, mm = int(tz[1:3]), int(tz[-2:])
             try:
                 dt -= sign * timedelta(hours=hh, minutes=mm)
             except OverflowError:
-                return None
-        return dt
+                dt = None
+        if len(_ISO_SEEN) >= MAX_STAMPS:
+            _ISO_SEEN.clear()
+        _ISO_SEEN[key] = dt
+        return dt, 0 if nemo else m.end()
     m = GLOG_TS.match(text)
-    if m:
+    if m is not None:
+        gkey = (m.group(), year)
+        if gkey in _GLOG_SEEN:
+            return _GLOG_SEEN[gkey], 0 if nemo else -1
         try:
-            return datetime(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), _frac(m[7]))
+            dt = datetime(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), _frac(m[7]))
         except ValueError:
-            return None
-    return None
+            dt = None
+        if len(_GLOG_SEEN) >= MAX_STAMPS:
+            _GLOG_SEEN.clear()
+        _GLOG_SEEN[gkey] = dt
+        return dt, 0 if nemo else -1
+    return None, 0
+
+
+def _logging_head(text: str, end: int) -> int:
+    """Where LOGGING_HEAD's match ends in `text` (0: no match), given where an ISO-like time at
+    its start ends (`end`, from ISO_TS), without a second regex: the head is that time in
+    brackets and a space, or unbracketed and then ` - ` or ` | ` (tests/test_prefix.py holds
+    this to LOGGING_HEAD)."""
+    if text[0] == "[":
+        return end + 1 if text[end - 1] == "]" and text[end : end + 1] == " " else 0
+    return end + 3 if text[end - 1] != "]" and text[end : end + 3] in (" - ", " | ") else 0
 
 
 def _nearest_year(ts: datetime, ref: datetime) -> int:
@@ -151,10 +196,10 @@ def classify_origin(text: str, logged: bool = False) -> Optional[str]:
     it starts with (`torch.distributed.elastic.multiprocessing.api: [ERROR] failed ...`)."""
     if text.startswith(SCHEDULER_STARTS):
         return "scheduler"
-    if text and (logged or LOG_RECORD.match(text)):
-        head = text[:160]
+    # every mark holds `torch` or `launch`: a line with neither in its head is no launcher's
+    if text and (text.find("torch", 0, 160) >= 0 or text.find("launch", 0, 160) >= 0) and (logged or LOG_RECORD.match(text)):
         for mark in LAUNCHER_MARKS:
-            if mark in head:
+            if text.find(mark, 0, 160) >= 0:
                 return "launcher"
     return None
 
@@ -222,29 +267,31 @@ class PrefixParser:
         self._tags[shape] = gap
         return word, len(word) + len(gap)
 
-    def _date(self, ts: datetime, text: str, key: tuple = ()) -> datetime:
-        """`ts` with its year resolved when `text` starts with a year-less glog time."""
-        if text[:1] in "IWEF" or text[:2] in ("[I", "[W", "[E", "[F"):
-            if GLOG_TS.match(text) and not ISO_TS.match(text.lstrip("[")):
-                last = self._glog.get(key)
-                if last is not None:
-                    year = last[0] + 1 if ts.month < last[1] else last[0]  # the month went back: a new year
+    def _date(self, ts: datetime, text: str, key: tuple = (), glog: Optional[bool] = None) -> datetime:
+        """`ts` with its year resolved when `text` starts with a year-less glog time (`glog`:
+        whether it does, when the caller already knows)."""
+        if glog is None:
+            glog = (text[:1] in "IWEF" or text[:2] in ("[I", "[W", "[E", "[F")) and GLOG_TS.match(text) is not None and ISO_TS.match(text.lstrip("[")) is None
+        if glog:
+            last = self._glog.get(key)
+            if last is not None:
+                year = last[0] + 1 if ts.month < last[1] else last[0]  # the month went back: a new year
+            else:
+                ref = self._full.get(key) or self._latest
+                if ref is not None:
+                    year = _nearest_year(ts, ref)
+                elif self.until is not None:
+                    year = _year_not_after(ts, self.until + timedelta(days=1))
                 else:
-                    ref = self._full.get(key) or self._latest
-                    if ref is not None:
-                        year = _nearest_year(ts, ref)
-                    elif self.until is not None:
-                        year = _year_not_after(ts, self.until + timedelta(days=1))
-                    else:
-                        year = self.year
-                if not self._peeking:
-                    if len(self._glog) >= self.MAX_PRINTERS:
-                        self._glog.clear()
-                    self._glog[key] = (year, ts.month)
-                try:
-                    return ts.replace(year=year)
-                except ValueError:  # 29 February of a year that has none
-                    return ts
+                    year = self.year
+            if not self._peeking:
+                if len(self._glog) >= self.MAX_PRINTERS:
+                    self._glog.clear()
+                self._glog[key] = (year, ts.month)
+            try:
+                return ts.replace(year=year)
+            except ValueError:  # 29 February of a year that has none
+                return ts
         if not self._peeking:
             if len(self._full) >= self.MAX_PRINTERS:
                 self._full.clear()
@@ -320,8 +367,7 @@ class PrefixParser:
         tag: Optional[str] = None
         ts: Optional[datetime] = None
 
-        m = SRUN_LABEL.match(raw)
-        if m:
+        if raw[:1] in _LABEL_START and (m := SRUN_LABEL.match(raw)) is not None:
             label = int(m.group(1))
             pos = m.end()
 
@@ -349,18 +395,20 @@ class PrefixParser:
 
         if rank is None and local is None:
             c = raw[pos : pos + 1]
-            if c == "[" and (m := BRACKET_RANK.match(raw, pos)) is not None:
-                rank, pos = int(m.group(1)), m.end()
-                c = ""
             if c == "[":
-                m = ACCEL.match(raw, pos)
-                if m and not m.group(1).isdigit():
-                    host, local, pos = m.group(1), int(m.group(2)), m.end()
+                # one match tries, in this order: a bracketed rank, accelerate's host, Determined
+                m = BRACKETED.match(raw, pos)
+                g = _DET_TS
+                if m is not None and m.group(1) is not None:
+                    rank, pos = int(m.group(1)), m.end()
+                elif m is not None and m.group(2) is not None and not m.group(2).isdigit():
+                    host, local, pos = m.group(2), int(m.group(3)), m.end()
                 else:
-                    m = DETERMINED.match(raw, pos)
-                    if m:
-                        ts = parse_ts(m.group(1), self.year)
-                        tag = m.group(2)
+                    if m is not None and m.group(2) is not None:  # `[12:3]:` names no host
+                        m, g = DETERMINED.match(raw, pos), 1
+                    if m is not None:
+                        ts = parse_ts(m.group(g), self.year)
+                        tag = m.group(g + 1)
                         pos = m.end()
             elif c == "(":
                 m = RAY.match(raw, pos)
@@ -393,17 +441,21 @@ class PrefixParser:
 
         text = raw[pos:]
         logged = False
+        glog: Optional[bool] = None  # does `text` start with a glog time (None: not known yet)
         if ts is None:
-            ts = parse_ts(text, self.year)
-            if ts is not None and text[:1] in "[12" and (m := LOGGING_HEAD.match(text)) is not None:
+            ts, form = _stamp(text, self.year)
+            if ts is not None:
+                glog = form < 0
                 # a logging formatter's time in front of the program's own line: a prefix, so
                 # a traceback behind it is a traceback (the stream stays the printer's)
-                pos += m.end()
-                text = raw[pos:]
-                logged = True
+                if form > 0 and text[:1] in "[12" and (end := _logging_head(text, form)):
+                    pos += end
+                    text = raw[pos:]
+                    logged = True
+                    glog = None
         if ts is not None:
             ts = self._date(ts, text, inherit.stream if inherit is not None and pos == 0 else
-                            (src.index, label, rank, local) if rank is not None or local is not None else (src.index, label, host, tag))
+                            (src.index, label, rank, local) if rank is not None or local is not None else (src.index, label, host, tag), glog)
 
         if inherit is not None and pos == 0:
             # a `\r` segment with no prefix of its own belongs to the line it is part of
@@ -414,7 +466,7 @@ class PrefixParser:
         origin = classify_origin(text, logged)
         if origin is not None:
             # launcher/scheduler lines name ranks in their text; the prefix only gives the node
-            who = RankRef(src.index, label=label, node_index=src.node_index_hint)
+            who = RankRef(src.index, label, None, None, src.node_index_hint)
             stream = (src.index, origin, label, host)
         else:
             if rank is not None or local is not None or label is not None:
@@ -430,7 +482,7 @@ class PrefixParser:
                     local = src.rank_hint
                 else:
                     rank = src.rank_hint
-            who = RankRef(src.index, label=label, rank=rank, local=local, node_index=src.node_index_hint, hinted=hinted)
+            who = RankRef(src.index, label, rank, local, src.node_index_hint, hinted)
             if rank is not None or local is not None:
                 # the rank prefix identifies the printer; words before it (a per-line
                 # timestamp, a host) must not split one rank's lines into many streams
