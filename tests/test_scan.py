@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from slurmdoc.api import diagnose
@@ -377,6 +377,31 @@ def test_the_literals_left_out_find_no_line_the_others_miss(words, pieces):
     for engine in ["re", "re2"] + (["hyperscan"] if scan_mod._hs is not None else []):
         p = Prefilter(cs, ci, engine=engine)
         assert sorted({text.count(b"\n", 0, o) for o in p.find(buf, len(buf))}) == want, engine
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
+@given(st.lists(st.tuples(_WORD, st.booleans()), min_size=1, max_size=12), st.lists(st.sampled_from(
+    [b"a", b"A", b"b", b"B", b":", b" ", b"-", b"\n", b"ab", b"AB", b"a:b", b"Ab -"]), max_size=60),
+    st.integers(1, 4), st.floats(0, 1))
+@example(words=[(b"ab", False)], pieces=[b"ab"], head=1, at=0.5)  # a head at the very end
+def test_a_literal_searched_for_by_its_head_is_found_only_whole(words, pieces, head, at):
+    """Hyperscan searches for a long literal by its first HS_HEAD bytes and the rest is checked
+    after: with any head length, any literals and any text, the lines found are exactly those
+    holding a whole literal (a head alone is no hit, nor a head at the end of the bytes searched: a reused block
+    holds an earlier block's bytes past its end)."""
+    real = scan_mod.HS_HEAD
+    scan_mod.HS_HEAD = head
+    try:
+        text = b"".join(pieces)
+        buf = bytearray(text)
+        cs = [w.decode() for w, ci in words if not ci]
+        ci = [w.decode() for w, ci in words if ci]
+        p = Prefilter(cs, ci, engine="hyperscan")
+        assert sorted({text.count(b"\n", 0, o) for o in p.find(buf, len(buf))}) == _lines_holding(words, text)
+        cut = int(len(text) * at)  # the last block of an input ends anywhere: nothing past it is found
+        assert sorted({text.count(b"\n", 0, o) for o in p.find(buf, cut)}) == _lines_holding(words, text[:cut])
+    finally:
+        scan_mod.HS_HEAD = real
 
 
 def test_the_rule_pack_s_literals_that_hold_another_are_left_out(keywords):

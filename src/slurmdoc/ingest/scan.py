@@ -71,6 +71,11 @@ BLOCK = 8 << 20
 PARALLEL_MIN = 1 << 20
 PARALLEL_PIECE = 1 << 20  # about what one thread takes at a time
 
+# Hyperscan finds a literal longer than 32 bytes by a slower path: the rule pack's four such
+# literals doubled the time of the whole search (0.45 s a GiB against 0.23 s, one core). A
+# longer literal is searched for by its first HS_HEAD bytes, and the rest is checked here.
+HS_HEAD = 32
+
 
 def cores() -> int:
     """The CPUs this process may run on (the affinity mask, under Slurm the allocation)."""
@@ -114,16 +119,18 @@ class Prefilter:
         # a part boundary is a newline: no literal may span one
         self._parts = max(1, min(cores(), 4)) if not any(b"\n" in w for w, _ in words) else 1
         self._re: Optional[re.Pattern[bytes]] = None
+        self._long: dict[int, tuple[bytes, bool]] = {}  # Hyperscan id -> a literal longer than HS_HEAD
         if not words:
             return
         if engine in ("auto", "hyperscan") and _hs is not None:
+            kept = covering(words)
+            self._long = {i: (w.lower() if ci else w, ci) for i, (w, ci) in enumerate(kept) if len(w) > HS_HEAD}
             key = _hs_key(words)
             db = _hs_load(key)
             if db is None:
-                kept = covering(words)
                 db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
                 db.compile(
-                    expressions=[_hs_literal(w) for w, _ in kept],
+                    expressions=[_hs_literal(w[:HS_HEAD]) for w, _ in kept],
                     ids=list(range(len(kept))),
                     elements=len(kept),
                     flags=[_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in kept],
@@ -173,8 +180,17 @@ class Prefilter:
     def _scan(self, view: memoryview, start: int, end: int, scratch: object) -> list[int]:
         out: list[int] = []
         add = out.append
+        long = self._long
 
-        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+        def on_match(i: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            if i in long:  # only the literal's first HS_HEAD bytes were searched for
+                w, ci = long[i]
+                s = start + to - HS_HEAD
+                if s + len(w) > end:
+                    return
+                got = view[s:s + len(w)].tobytes()
+                if (got.lower() if ci else got) != w:
+                    return
             add(start + to - 1)
 
         self._db.scan(view[start:end], match_event_handler=on_match, scratch=scratch)  # type: ignore[union-attr]
@@ -244,7 +260,7 @@ def _hs_key(words: list[tuple[bytes, bool]]) -> bytes:
         own = Path(__file__).read_bytes()
     except OSError:
         own = os.urandom(16)  # no source to key on: nothing will match
-    h = hashlib.sha256(own + f"\0{_hs.__version__}\0{sys.version}\0".encode())
+    h = hashlib.sha256(own + f"\0{_hs.__version__}\0{sys.version}\0{HS_HEAD}\0".encode())
     for w, ci in words:
         h.update(b"%d:%d:%s\0" % (ci, len(w), w))
     return h.digest()
