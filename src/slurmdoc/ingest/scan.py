@@ -167,6 +167,11 @@ class Prefilter:
         self._re = re.compile("|".join(parts).encode("latin-1"))
         self.engine = "re"
 
+    @property
+    def parallel(self) -> bool:
+        """Whether a search runs on several cores without the GIL (then reading ahead pays)."""
+        return self._db is not None and self._parts > 1
+
     def find(self, buf: bytearray, end: int) -> list[int]:
         """Sorted offsets (somewhere inside each match) of every literal in buf[:end]."""
         if self._db is not None:
@@ -378,6 +383,111 @@ def _hs_literal(w: bytes) -> bytes:
     """A literal as a Hyperscan expression (every non-alphanumeric byte escaped)."""
     return b"".join(bytes([c]) if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122) else b"\\x%02x" % c for c in w)
 
+# A regular file this much larger than what is left of its first block is read and searched
+# ahead of the parser: a thread reads the next blocks and finds their prefilter hits (with
+# the prefilter's helpers; reading and Hyperscan both run without the GIL) while this thread
+# parses the lines of the block before. Blocks in flight: AHEAD (bounded memory).
+AHEAD = 3
+AHEAD_MIN = 2  # blocks
+READ_SPLIT = 1 << 20  # a block read in two halves at once needs room for two of these
+
+
+class _Ahead:
+    """Reads the rest of a file in blocks on its own thread, each ending after a newline (the
+    bytes after it begin the next one) and with its prefilter hits found, as Scan's loop would
+    have; `take` hands them over in order. A block full without a newline (a line longer than a
+    block) ends the read-ahead: it is handed over marked `long`, and the caller reads on itself."""
+
+    def __init__(self, f, prefilter: Prefilter, carry: bytes) -> None:
+        self.f = f
+        self.prefilter = prefilter
+        self.free: queue.SimpleQueue = queue.SimpleQueue()
+        self.ready: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(AHEAD):
+            self.free.put(bytearray(BLOCK))
+        self.held: Optional[bytearray] = None  # the block the caller is parsing
+        self.stopping = False
+        self.second = None  # a plain file's block is read in two halves at once, by two threads
+        if type(f) is io.FileIO:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.second = ThreadPoolExecutor(1, thread_name_prefix="slurmdoc-ahead-read")
+        self.thread = threading.Thread(target=self._run, args=(carry,), name="slurmdoc-ahead", daemon=True)
+        self.thread.start()
+
+    def _run(self, carry: bytes) -> None:
+        try:
+            while True:
+                data = self.free.get()
+                if data is None or self.stopping:
+                    return
+                view = memoryview(data)
+                filled = len(carry)
+                data[:filled] = carry
+                got = 0
+                eof = False
+                if self.second is not None and BLOCK - filled >= 2 * READ_SPLIT:
+                    n = self._read_halves(view, filled)
+                    filled += n
+                    got += n
+                while filled < BLOCK:
+                    n = self.f.readinto(view[filled:]) or 0
+                    if n == 0:
+                        eof = True
+                        break
+                    filled += n
+                    got += n
+                view.release()
+                if eof and filled == 0:
+                    self.ready.put(("end", got))
+                    return
+                end = filled if eof else data.rfind(b"\n", 0, filled) + 1
+                if end == 0:  # a line longer than the block: the caller reads it, and on
+                    self.ready.put(("long", data, filled, got))
+                    return
+                carry = bytes(data[end:filled])
+                self.ready.put(("block", data, filled, end, eof, self.prefilter.find(data, end), got))
+                if eof:
+                    return
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+            self.ready.put(("error", e))
+
+    def _read_halves(self, view: memoryview, filled: int) -> int:
+        """Fill view[filled:] from the file's position with two reads at once (copying from
+        the page cache is work for a core); the bytes read, and the position moved past them.
+        A short first half is the end of the file as it was: what the second half read past
+        it (a file still growing) is not taken."""
+        pos = self.f.tell()
+        mid = filled + (len(view) - filled) // 2
+        fd = self.f.fileno()
+        later = self.second.submit(os.preadv, fd, [view[mid:]], pos + mid - filled)  # type: ignore[union-attr]
+        try:
+            n = os.preadv(fd, [view[filled:mid]], pos)
+        finally:
+            m = later.result()
+        if n == mid - filled:
+            n += m
+        self.f.seek(pos + n)
+        return n
+
+    def take(self) -> tuple:
+        """The next block, once the one before is no longer used."""
+        if self.held is not None:
+            self.free.put(self.held)
+            self.held = None
+        item = self.ready.get()
+        if item[0] in ("block", "long"):
+            self.held = item[1]
+        return item
+
+    def stop(self) -> None:
+        """End the thread and wait for it (the file is closed after this)."""
+        self.stopping = True
+        self.free.put(None)
+        self.thread.join()
+        if self.second is not None:
+            self.second.shutdown()
+
 
 class Scan:
     """Reads one input; yields (line number, text, hit) of the lines worth parsing.
@@ -483,9 +593,30 @@ class Scan:
         stash: Optional[tuple[int, bytes]] = None  # (number of its last line, the lines) ending the previous block
         head_limit = self.head
         printers_mark = -1  # printers seen at 3/4 of the head
+        ahead: Optional[_Ahead] = None
         try:
             while not eof or filled:
-                if not eof and filled < BLOCK:
+                found: Optional[list[int]] = None  # the block's hits, found by the read-ahead
+                if ahead is not None:
+                    item = ahead.take()
+                    if item[0] == "error":
+                        e = item[1]
+                        if isinstance(e, (EOFError, zlib.error, gzip.BadGzipFile, OSError)):
+                            self.warnings.append(read_failure(self.inp.info.path, e, self.lines))
+                            raise _Stop from None
+                        raise e
+                    if item[-1] and self.on_bytes is not None:
+                        self.on_bytes(item[-1])
+                    if item[0] == "end":
+                        break
+                    if item[0] == "long":  # read on here, block by block
+                        _, data, filled, _ = item
+                        ahead.stop()
+                        ahead = None
+                    else:
+                        _, data, filled, end, eof, found, _ = item
+                    view = memoryview(data)
+                elif not eof and filled < BLOCK:
                     n = self._read(f, view[filled:])
                     if n == 0:
                         eof = True
@@ -513,7 +644,9 @@ class Scan:
                     if looks_binary(bytes(data[: min(nl + 1 if nl >= 0 else filled, SNIFF)])):
                         self.warnings.append(f"{self.inp.info.path}: skipped, binary data, not a text log")
                         return
-                if eof:
+                if found is not None:
+                    pass  # the read-ahead cut the block
+                elif eof:
                     end = filled
                 else:
                     end = data.rfind(b"\n", 0, filled) + 1
@@ -544,7 +677,7 @@ class Scan:
                         self.parsed += 1
                         yield lineno, text, True
                         continue
-                hits = self.prefilter.find(data, end)
+                hits = found if found is not None else self.prefilter.find(data, end)
                 self.hits += len(hits)
                 hi = 0
                 pos = 0
@@ -638,7 +771,14 @@ class Scan:
                             in_window = False
                 self.lines = lineno
                 offset += end
+                if ahead is not None:
+                    filled = 0  # the read-ahead carries the bytes after `end` over
+                    continue
                 rest = filled - end
+                if not eof and size is not None and size - offset - rest >= AHEAD_MIN * BLOCK and self.prefilter.parallel:
+                    ahead = _Ahead(f, self.prefilter, bytes(data[end:filled]))
+                    filled = 0
+                    continue
                 if rest:
                     data[:rest] = data[end:filled]
                 filled = rest
@@ -660,6 +800,9 @@ class Scan:
                 yield from self._lines(pieces, ln)
         except _Stop:
             self.lines = lineno
+        finally:
+            if ahead is not None:
+                ahead.stop()
 
 
 def _back(data: bytearray, floor: int, s: int, n: int) -> tuple[int, int]:
