@@ -541,17 +541,21 @@ _LINE = st.one_of(
 
 
 @pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
-@given(st.lists(_LINE, max_size=80), st.booleans(), st.integers(0, 3))
-@example(lines=["a" * 100] * 50 + ["y" * 5000 + " Error"] + ["b Error"] * 50, final_newline=True, parts=2)
-def test_reading_ahead_yields_what_reading_in_line_does(tmp_path_factory, keywords, lines, final_newline, parts):
+@given(st.lists(_LINE, max_size=80), st.booleans(), st.integers(0, 3), st.booleans())
+@example(lines=["a" * 100] * 50 + ["y" * 5000 + " Error"] + ["b Error"] * 50, final_newline=True, parts=2, compressed=False)
+@example(lines=["a" * 100] * 50 + ["y" * 5000 + " Error"] + ["b Error"] * 50, final_newline=True, parts=2, compressed=True)
+def test_reading_ahead_yields_what_reading_in_line_does(tmp_path_factory, keywords, lines, final_newline, parts, compressed):
     """A big regular file is read and searched ahead on another thread, block after block:
     with 1 KiB blocks, any lines (some longer than a block: the read-ahead stops and the
-    reader goes on in line), read in two halves at once or not, with or without a last newline, the lines yielded, their
+    reader goes on in line), read in two halves at once or not, gzip (its size unknown) or not,
+    with or without a last newline, the lines yielded, their
     numbers, texts and hits, the warnings and the line count are those of the reader that
     reads each block itself."""
+    import gzip as gz
+
     text = "\n".join(lines) + ("\n" if final_newline else "")
-    path = tmp_path_factory.mktemp("ahead") / "a.log"
-    path.write_text(text)
+    path = tmp_path_factory.mktemp("ahead") / ("a.log.gz" if compressed else "a.log")
+    path.write_bytes(gz.compress(text.encode()) if compressed else text.encode())
     real = (scan_mod.BLOCK, scan_mod.AHEAD_MIN, scan_mod.MAX_LINE, sources.MAX_LINE, scan_mod.READ_SPLIT)
     scan_mod.BLOCK, scan_mod.MAX_LINE, sources.MAX_LINE, scan_mod.READ_SPLIT = 1024, 300, 300, 100
     try:

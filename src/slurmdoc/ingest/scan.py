@@ -870,7 +870,7 @@ class Scan:
                     filled = 0  # the read-ahead carries the bytes after `end` over
                     continue
                 rest = filled - end
-                if not eof and size is not None and size - offset - rest >= AHEAD_MIN * BLOCK and self.prefilter.parallel:
+                if not eof and (size is None or size - offset - rest >= AHEAD_MIN * BLOCK) and self.prefilter.parallel:
                     ahead = _Ahead(f, self.prefilter, bytes(data[end:filled]))
                     filled = 0
                     continue
