@@ -401,7 +401,7 @@ def _hs_literal(w: bytes) -> bytes:
 # ahead of the parser: a thread reads the next blocks and finds their prefilter hits (with
 # the prefilter's helpers; reading and Hyperscan both run without the GIL) while this thread
 # parses the lines of the block before. Blocks in flight: AHEAD (bounded memory).
-AHEAD = 3
+AHEAD = 2
 AHEAD_MIN = 2  # blocks
 READ_SPLIT = 1 << 20  # a block read in two halves at once needs room for two of these
 
