@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 from slurmdoc.ingest.activity import is_progress
 from slurmdoc.models import Event, LogLine, RankRef
@@ -123,7 +123,9 @@ class Assembler:
         self.last: Optional[tuple[tuple, _Stream]] = None  # the stream of the previous line, while in an event
 
     # ---- public -----------------------------------------------------------------
-    def feed(self, line: LogLine) -> Iterator[Event]:
+    def feed(self, line: LogLine) -> list[Event]:
+        """The events `line` completes (a list, not a generator: most lines complete none, and
+        this runs for every line parsed)."""
         self.seq += 1
         st = self.streams.get(line.stream)
         if st is None:
@@ -144,7 +146,8 @@ class Assembler:
             line = LogLine(line.source, line.lineno, line.raw, line.offset, line.text, owner.first.origin, owner.first.who, owner.first.node, owner.first.tag, line.ts, owner.first.stream)
             st = self.streams[line.stream]
             st.last_seq = self.seq
-        yield from self._step(st, line)
+        out: list[Event] = []
+        self._step(st, line, out)
         st.colon = line.text.rstrip().endswith(":")
         st.waives = "gnor" in line.text and WAIVER.search(line.text) is not None
         self.last = (line.stream, st) if st.mode != "idle" else None
@@ -153,6 +156,7 @@ class Assembler:
                 self.active.pop(line.stream, None)
         else:
             self.active[line.stream] = st
+        return out
 
     def skipped(self) -> None:
         """Some lines were not fed (the fast reader skipped them)."""
@@ -189,11 +193,13 @@ class Assembler:
             return owner.event
         return None
 
-    def flush(self) -> Iterator[Event]:
+    def flush(self) -> list[Event]:
+        out: list[Event] = []
         for st in self.streams.values():
-            yield from self._close(st)
+            self._close(st, out)
         self.streams.clear()
         self.active.clear()
+        return out
 
     # ---- internals --------------------------------------------------------------
     def _when(self, st: _Stream, line: LogLine) -> Optional[datetime]:
@@ -208,7 +214,7 @@ class Assembler:
             return max(st.last_ts, src)
         return st.last_ts or src
 
-    def _idle(self, st: _Stream, line: LogLine) -> Iterator[Event]:
+    def _idle(self, st: _Stream, line: LogLine, out: list[Event]) -> None:
         t = line.text
         if "Traceback" in t and TB_HEADER.match(t):
             self._start(st, line, "whole", "frames")
@@ -236,7 +242,7 @@ class Assembler:
                 st.open_summary = True
                 return
             if self.interesting(t):
-                yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
+                out.append(Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq))
 
     def _start(self, st: _Stream, line: LogLine, form: str, mode: str) -> Event:
         waived = st.waives
@@ -276,11 +282,11 @@ class Assembler:
         ev.lines.append(line.text)
         ev.linenos.append(line.lineno)
 
-    def _close(self, st: _Stream) -> Iterator[Event]:
+    def _close(self, st: _Stream, out: list[Event]) -> None:
         if st.entry:
             entry, st.entry = st.entry, []
             seq, st.entry_seq = st.entry_seq, None
-            yield from self._entry_events(entry, seq)
+            self._entry_events(entry, out, seq)
         ev = st.event
         held = st.held
         st.event = None
@@ -294,16 +300,16 @@ class Assembler:
                 while len(ev.lines) > 1 and not ev.lines[-1].strip():
                     ev.lines.pop()  # blank lines after the last frame are the gap, not the traceback
                     ev.linenos.pop()
-            yield ev
+            out.append(ev)
         for h in held:
-            yield from self._idle(st, h)
+            self._idle(st, h, out)
 
-    def _step(self, st: _Stream, line: LogLine) -> Iterator[Event]:
+    def _step(self, st: _Stream, line: LogLine, out: list[Event]) -> None:
         mode = st.mode
         if "terminated with the following error" in line.text and (m := TOLD.match(line.text)) is not None:
             st.told = int(m.group(1))
         if mode == "idle":
-            yield from self._idle(st, line)
+            self._idle(st, line, out)
             return
         ev = st.event
         assert ev is not None
@@ -324,8 +330,8 @@ class Assembler:
                     self._append(ev, line)
                 else:
                     # frames, a gap, then something else: the traceback was cut
-                    yield from self._close(st)
-                    yield from self._idle(st, line)
+                    self._close(st, out)
+                    self._idle(st, line, out)
             elif ELISION.match(t):
                 self._append(ev, line)
                 st.gap = True
@@ -347,22 +353,22 @@ class Assembler:
             else:
                 st.foreign += 1
                 if st.foreign > MAX_FOREIGN:
-                    yield from self._close(st)
-                yield from self._idle_foreign(st, line)
+                    self._close(st, out)
+                self._idle_foreign(st, line, out)
             return
         if mode == "tail":
             if st.banners == 1 and st.open_summary and t.strip() and not t[0].isspace() and not (
                     ENTRY_HEAD.match(t) or ENTRY_FIELD.match(t) or SUMMARY_HEAD.match(t) or BANNER.match(t) or t.startswith("<")):
                 # the end of a summary pasted without its banners: the next line is not its own
                 st.open_summary = False
-                yield from self._close(st)
-                yield from self._idle(st, line)
+                self._close(st, out)
+                self._idle(st, line, out)
             elif st.banners == 1 and st.tail < MAX_TAIL_LINES:
                 # inside a banner-framed block (torchrun's summary): everything up to the
                 # closing banner belongs to it, blank lines included
                 st.tail += 1
                 self._append(ev, line)
-                yield from self._summary_entry(st, line)
+                self._summary_entry(st, line, out)
                 if t.startswith("=") and BANNER.match(t):
                     st.banners += 1
             elif not t.strip():
@@ -383,8 +389,8 @@ class Assembler:
                 st.tail += 1
                 self._append(ev, line)
             else:
-                yield from self._close(st)
-                yield from self._idle(st, line)
+                self._close(st, out)
+                self._idle(st, line, out)
             return
         if mode == "gap":
             if not t.strip() and len(st.held) < 3:
@@ -396,8 +402,8 @@ class Assembler:
                 self._append(ev, line)
                 st.mode = "chain"
             else:
-                yield from self._close(st)
-                yield from self._idle(st, line)
+                self._close(st, out)
+                self._idle(st, line, out)
             return
         if mode == "chain":
             if not t.strip():
@@ -418,8 +424,8 @@ class Assembler:
                 st.plain = 0
                 st.banners = 0
             else:
-                yield from self._close(st)
-                yield from self._idle(st, line)
+                self._close(st, out)
+                self._idle(st, line, out)
             return
 
     def _continues(self, st: _Stream, ev: Event, t: str) -> bool:
@@ -448,7 +454,7 @@ class Assembler:
         st.plain += 1
         return True
 
-    def _summary_entry(self, st: _Stream, line: LogLine) -> Iterator[Event]:
+    def _summary_entry(self, st: _Stream, line: LogLine, out: list[Event]) -> None:
         """Collect one failure entry (`[0]:`, time, host, rank, exitcode, error_file,
         traceback) of torchrun's summary; when it ends, its `traceback :` field becomes
         events of its own, printed by the rank the entry names: a signal line
@@ -462,11 +468,11 @@ class Assembler:
             if ENTRY_HEAD.match(t) and ev is not None and len(ev.lines) >= 2 and ev.lines[-2].lstrip().startswith("Root Cause"):
                 st.entry_seq = ev.seq
             if entry:
-                yield from self._entry_events(entry, seq)
+                self._entry_events(entry, out, seq)
         elif st.entry and len(st.entry) < MAX_EVENT_LINES:
             st.entry.append(line)
 
-    def _entry_events(self, entry: list[LogLine], first_seq: Optional[int] = None) -> Iterator[Event]:
+    def _entry_events(self, entry: list[LogLine], out: list[Event], first_seq: Optional[int] = None) -> None:
         # the summary lists other failures before its Root Cause, the one torchrun saw first:
         # that entry's events take the summary's own place in the order of events
         seq = first_seq if first_seq is not None else self.seq
@@ -505,20 +511,20 @@ class Assembler:
 
         first = at(head, value)
         if not TB_HEADER.match(value):
-            yield Event("line", first, [value], [head.lineno], ts=head.ts, seq=seq, form="reported")
+            out.append(Event("line", first, [value], [head.lineno], ts=head.ts, seq=seq, form="reported"))
             return
         # the worker's own traceback, indented under the field: read it like any other
         rest = [ll for ll in entry[field + 1 :] if ll.text.strip()]
         cut = min((len(ll.text) - len(ll.text.lstrip()) for ll in rest), default=0)
         inner = Assembler(self.interesting)
         inner.seq = seq
-        yield from inner.feed(first)
+        out.extend(inner.feed(first))
         for ll in rest:
-            yield from inner.feed(at(ll, ll.text[cut:]))
-        yield from inner.flush()
+            out.extend(inner.feed(at(ll, ll.text[cut:])))
+        out.extend(inner.flush())
 
-    def _idle_foreign(self, st: _Stream, line: LogLine) -> Iterator[Event]:
+    def _idle_foreign(self, st: _Stream, line: LogLine, out: list[Event]) -> None:
         """A line that interrupts a traceback (another printer in the same stream)."""
         t = line.text
         if t and not self.quiet and self.interesting(t):
-            yield Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq)
+            out.append(Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq))
