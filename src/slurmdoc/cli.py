@@ -169,7 +169,7 @@ def diagnose(
             pass
 
     with _reported():
-        if job is None:  # logs of several jobs are never diagnosed as one
+        if job is None and not _one_file(paths):  # logs of several jobs are never diagnosed as one
             from slurmdoc.fleet.jobs import one_job
 
             one_job(paths)
@@ -213,6 +213,15 @@ def _rule_dirs(cli_dirs: List[str]) -> List[str]:
         if not os.path.isdir(d):
             raise RuleError(d, None, None, f"rule directory does not exist (named by {found.origin})")
     return list(found.dirs)
+
+
+def _one_file(paths: List[str]) -> bool:
+    """One file (or stdin) is one job's log: what only a directory, a glob or several paths
+    can hold, logs of several jobs, needs no look (fleet.jobs sniffs each file for its job)."""
+    if len(paths) != 1:
+        return False
+    p = paths[0]
+    return p == "-" or (os.path.lexists(p) and not os.path.isdir(p))
 
 
 def _stdin_is_piped() -> bool:

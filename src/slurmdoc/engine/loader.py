@@ -391,7 +391,7 @@ def _check_sizes(spec: RuleSpec, fname: str, stem: str, measure: bool = True) ->
     for fld, p in regexes:
         if len(p) > MAX_PATTERN_CHARS:
             raise RuleError(fname, stem, fld, f"{len(p)} characters, longer than the {MAX_PATTERN_CHARS} a pattern may have")
-        if group_depth(p) > MAX_PATTERN_DEPTH:
+        if p.count("(") > MAX_PATTERN_DEPTH and group_depth(p) > MAX_PATTERN_DEPTH:  # fewer '(' nest no deeper
             raise RuleError(fname, stem, fld, f"groups nested deeper than {MAX_PATTERN_DEPTH} levels")
         w = repeat_weight(p) if measure else 0
         if w > MAX_PATTERN_WEIGHT:

@@ -8,7 +8,10 @@ from pydantic import BaseModel, ConfigDict
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built on first use (defer_build): `diagnose` without --job imports these (Diagnosis.job
+    # names JobVerdict) and validates none of them; building each at import was start-up spent
+    # for nothing. TriageReport names JobVerdict before it is defined: resolved then too.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class StepInfo(_Frozen):
@@ -113,5 +116,3 @@ class JobVerdict(_Frozen):
     log_note: Optional[str] = None  # why no log was diagnosed
     partial: bool = False  # the epilog's time budget cut the diagnosis short
 
-
-TriageReport.model_rebuild()
