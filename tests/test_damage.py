@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurmdoc.ingest.damage import MAX_HOLD, repair
+from slurmdoc.ingest.damage import COLUMN, LOST_ESC_HEAD, MAX_HOLD, _bracket_code, repair
 
 TB = [
     "Traceback (most recent call last):",
@@ -230,3 +230,12 @@ def test_never_raises_and_keeps_every_word(lines):
     kept = "".join(raw for _, raw, _ in got).replace(" ", "")
     for ch in "abeiF":
         assert kept.count(ch) <= "".join(lines).count(ch)
+
+
+@given(st.text(alphabet="0123456789];m -[x\u0661", max_size=14))
+def test_the_plain_test_before_the_column_and_colour_regexes_misses_none(rest):
+    # `_bracket_code` only spares the regexes lines they cannot match (a bracketed time)
+    raw = "[" + rest
+    if COLUMN.match(raw) or LOST_ESC_HEAD.match(raw):
+        assert _bracket_code(raw)
+    assert not _bracket_code("[2025-03-01 12:00:00] x")

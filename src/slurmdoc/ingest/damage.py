@@ -136,7 +136,7 @@ class Repair:
     def _clean(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
         if "\x1b" in raw:
             raw = ANSI.sub("", raw)
-        elif raw[:1] == "[" and LOST_ESC_HEAD.match(raw):
+        elif raw[:1] == "[" and _bracket_code(raw) and LOST_ESC_HEAD.match(raw):
             raw = LOST_ESC.sub("", raw)  # colour codes whose escape byte a paste dropped
         if raw.endswith("cluster]"):
             raw = RAY_REPEAT.sub("", raw)  # Ray's de-duplication note, not the line's words
@@ -162,7 +162,8 @@ class Repair:
 
     # ---- stage 2: a line-number column --------------------------------------------------
     def _column(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
-        m = COLUMN.match(raw) if raw[:1] in "[ 0123456789" else None
+        c = raw[:1]
+        m = COLUMN.match(raw) if c in "[ 0123456789" and (c != "[" or _bracket_code(raw)) else None
         if m is None:
             if self.col_pending:
                 yield from self._release_column()
@@ -417,13 +418,22 @@ def repair(lines: Iterable[Line]) -> Iterator[Line]:
 
 
 _SUSPECT_FIRST = frozenset('*#F[ 0123456789')
+_CODE_ENDS = frozenset("];m")
+
+
+def _bracket_code(raw: str) -> bool:
+    """May `raw`, which starts with `[`, start with a line-number column (`[123] `) or a colour
+    code that lost its escape byte (`[36m`)? Both have digits after the `[` and then `]`, `;`
+    or `m`: a bracketed time (`[2025-...`) has not. A plain string test before the regexes."""
+    c = raw[1:11].lstrip("0123456789")[:1]
+    return c in _CODE_ENDS or not c.isascii()  # (another script's digits: the regex decides)
 
 
 def _suspect_start(raw: str) -> bool:
     """May this line start with decoration, a line-number column or an unindented frame?"""
     c = raw[0]
     if c == "[":
-        return raw[1:2].isdigit() and (COLUMN.match(raw) is not None or LOST_ESC_HEAD.match(raw) is not None)
+        return raw[1:2].isdigit() and _bracket_code(raw) and (COLUMN.match(raw) is not None or LOST_ESC_HEAD.match(raw) is not None)
     if c == "#":
         return HEADING_BOLD.match(raw) is not None
     if c == "F":
