@@ -69,7 +69,7 @@ class MarkerFile(_Strict):
 
 
 class Marker:
-    __slots__ = ("id", "label", "keywords", "rx", "lower", "spec")
+    __slots__ = ("id", "label", "keywords", "rx", "lower", "spec", "epoch", "total")
 
     def __init__(self, spec: MarkerSpec) -> None:
         self.spec = spec
@@ -78,6 +78,9 @@ class Marker:
         self.lower = spec.ignore_case
         self.keywords = tuple(k.lower() for k in spec.keywords) if spec.ignore_case else tuple(spec.keywords)
         self.rx = re.compile(spec.pattern, re.IGNORECASE if spec.ignore_case else 0)
+        # the optional groups' numbers (0: the pattern has none), read without a groupdict
+        self.epoch = self.rx.groupindex.get("epoch", 0)
+        self.total = self.rx.groupindex.get("total", 0)
 
 
 def load_markers(text: Optional[str] = None) -> list[Marker]:
@@ -114,10 +117,9 @@ def read_progress(markers, text: str) -> Optional[tuple[Marker, int, Optional[in
         m = mk.rx.search(text)
         if m is None:
             continue
-        g = m.groupdict()
-        epoch = g.get("epoch")
-        total = g.get("total")
-        return mk, int(g["step"]), int(epoch) if epoch else None, int(total) if total else None
+        epoch = m.group(mk.epoch) if mk.epoch else None
+        total = m.group(mk.total) if mk.total else None
+        return mk, int(m.group("step")), int(epoch) if epoch else None, int(total) if total else None
     return None
 
 
