@@ -182,7 +182,10 @@ class Matcher:
                     hay = lowered
                 else:
                     hay = text
-                if not any(k in hay for k in rule.keywords):
+                for k in rule.keywords:  # (a loop, not any(): no generator per rule and event)
+                    if k in hay:
+                        break
+                else:
                     continue
             origin = event.origin() if event.kind == "traceback" else -1
             m = self.match_rule(rule, text, event.lines[origin] if origin >= 0 else None)
