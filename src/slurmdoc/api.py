@@ -58,8 +58,8 @@ def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> 
         # included): what follows is a record of its own, prefix and all, like a `\r` segment;
         # other damage (control bytes, undecodable bytes) before a record's prefix is dropped
         raw = "\r".join(DAMAGE.sub("", seg) for seg in NULS.sub("\r", raw).split("\r")).strip("\r")
-    if "\r" not in raw and not parser.glued(raw):
-        return [parser.parse(src, lineno, raw)]
+    if "\r" not in raw and (ll := parser.parse_one(src, lineno, raw)) is not None:
+        return [ll]
     # `\r` progress updates and records glued to them: one LogLine per piece,
     # pieces without a prefix of their own belong to the line's first printer
     out: list[LogLine] = []

@@ -323,6 +323,14 @@ class PrefixParser:
             return False
         return self._glue_point(raw) is not None
 
+    def parse_one(self, src: SourceInfo, lineno: int, raw: str) -> Optional[LogLine]:
+        """parse() of a line with no `\\r` in it, or None when it holds more than one record
+        (see split_glued); the line is searched for a rank chain once for both."""
+        chain = "[rank" in raw or "[default" in raw
+        if (chain or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw) and self._glue_point(raw) is not None:
+            return None
+        return self.parse(src, lineno, raw, None, chain)
+
     def _glue_point(self, raw: str) -> Optional[int]:
         m = SRUN_LABEL.match(raw)
         pos = m.end() if m else 0
@@ -358,7 +366,8 @@ class PrefixParser:
                 return i
         return None
 
-    def parse(self, src: SourceInfo, lineno: int, raw: str, inherit: Optional[LogLine] = None) -> LogLine:
+    def parse(self, src: SourceInfo, lineno: int, raw: str, inherit: Optional[LogLine] = None, chain: Optional[bool] = None) -> LogLine:
+        """`chain`: does `raw` hold `[rank` or `[default` (None: not known yet)."""
         pos = 0
         label: Optional[int] = None
         rank: Optional[int] = None
@@ -371,7 +380,9 @@ class PrefixParser:
             label = int(m.group(1))
             pos = m.end()
 
-        if "[rank" in raw or "[default" in raw:
+        if chain is None:
+            chain = "[rank" in raw or "[default" in raw
+        if chain:
             m = RANK_CHAIN.search(raw, pos, pos + 200)
             if m:
                 pre = raw[pos : m.start()].strip()
