@@ -27,11 +27,6 @@ from typing import Mapping, Optional, Sequence
 
 from slurmdoc.errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 ENV_RULES = "SLURMDOC_RULES"
 ENV_CONFIG = "SLURMDOC_CONFIG"
 SYSTEM_CONFIG = Path("/etc/slurmdoc/config.toml")
@@ -63,6 +58,10 @@ def config_path(env: Mapping[str, str]) -> Optional[Path]:
 
 def read_config(path: Path) -> dict:
     """The config file's settings, validated: only known keys, `rules` a list of strings."""
+    if sys.version_info >= (3, 11):  # imported here: most runs have no config file to read
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
