@@ -5,9 +5,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+import regex
 
 from slurmdoc.engine.loader import Rulebook, load_pack
-from slurmdoc.engine.matcher import Matcher
+from slurmdoc.engine.matcher import Matcher, required_literal
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.models import Event, SourceInfo
 
@@ -256,3 +257,34 @@ def test_a_line_is_interesting_with_the_index_as_without(pieces):
     indexed._keyword_index()
     assert indexed._index is not None
     assert indexed.interesting(text) == plain.interesting(text)
+
+
+@pytest.mark.parametrize(
+    "pattern, flags, literal",
+    [
+        (r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+)", 0, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum="),
+        (r"\[(?P<g>[^\]]*gloo[^\]]*)\] Timed out waiting (?P<t>\d+)ms", 0, "] Timed out waiting "),
+        (r"(?:ab)+cd", 0, "cd"),  # a repeated group is not required as it is written
+        (r"a|bcd", 0, ""),  # alternatives: nothing is required of every match
+        (r"(?i)abc", 0, ""),  # case-insensitive
+        ("abc", regex.IGNORECASE, ""),
+        (r"x{e<=1}abc", 0, ""),  # a fuzzy constraint, which only `regex` reads
+        (r"[[:digit:]]abc", 0, ""),  # a POSIX class, which Python's parser reads as a set then `]`
+        (r"\p{Lu}rror", 0, ""),  # syntax only `regex` reads
+        (r"x\d{1,3}yyy", 0, "yyy"),
+    ],
+)
+def test_a_patterns_required_literal(pattern, flags, literal):
+    assert required_literal(pattern, flags) == literal
+
+
+def test_no_bundled_pattern_matches_a_text_without_its_required_literal(book):
+    # a pattern is only searched for in a text holding its literal: every example a pattern
+    # matches holds it
+    for r in book.rules:
+        texts = [e.text for e in r.spec.examples.matches()] + list(r.spec.examples.no_match)
+        for pat in [*r.patterns, *r.excludes]:
+            lit = required_literal(pat.pattern, pat.flags)
+            for text in texts:
+                if pat.search(text):
+                    assert lit in text, (r.id, pat.pattern, text)

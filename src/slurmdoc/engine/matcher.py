@@ -8,8 +8,10 @@ from functools import lru_cache
 from time import perf_counter
 from typing import Optional
 
+import regex
+
 from slurmdoc.diagnosis.ranks import to_int
-from slurmdoc.engine.loader import MATCH_TIMEOUT, Rule, Rulebook
+from slurmdoc.engine.loader import MATCH_TIMEOUT, Rule, Rulebook, _sre, _sre_parse
 from slurmdoc.models import Event
 
 MAX_TIMEOUTS = 3  # a rule that times out on this many events is not tried again in the run
@@ -59,6 +61,36 @@ def trie_regex(words: list[str]) -> str:
         return "(?:" + "|".join(alts) + ")"
 
     return build(trie)
+
+
+# syntax that Python's parser reads otherwise than `regex` does, or not at all as `regex` means
+# it: a POSIX class (`[[:digit:]]`), a fuzzy constraint (`{e<=1}`: braces that are no count)
+_NOT_RE_SYNTAX = re.compile(r"\[:\^?\w+:\]|\{(?!\d*(?:,\d*)?\})")
+
+
+def required_literal(pattern: str, flags: int) -> str:
+    """The longest run of plain characters that every match of `pattern` holds: one at its
+    top level (not inside a group, an alternative or a repetition), so a text without it
+    cannot match and the pattern need not be tried on it. "" when there is none, or when it
+    cannot be told for sure: a case-insensitive or verbose pattern, or syntax that Python's
+    parser reads otherwise than `regex` does."""
+    if flags & (regex.IGNORECASE | regex.VERBOSE | regex.V1) or _NOT_RE_SYNTAX.search(pattern):
+        return ""
+    try:
+        tree = _sre_parse.parse(pattern, 0)
+    except Exception:  # noqa: BLE001 - syntax only `regex` reads
+        return ""
+    if tree.state.flags & (re.IGNORECASE | re.VERBOSE):
+        return ""
+    best = run = ""
+    for op, av in tree.data:
+        if op is _sre.LITERAL:
+            run += chr(av)
+            if len(run) > len(best):
+                best = run
+        else:
+            run = ""
+    return best
 
 
 @lru_cache(maxsize=4)
@@ -140,6 +172,9 @@ class Matcher:
         self._index: Optional[KeywordIndex] = None
         self._ci_regex: Optional[re.Pattern[str]] = None  # interesting(): the ignore-case keywords, once indexed
         self._any_ci = any(r.spec.ignore_case for r in book.rules)
+        # each pattern's required_literal, read the first time the pattern is tried: a pattern
+        # is searched for only in a text that holds it
+        self._required: dict[object, str] = {}
 
     def interesting(self, text: str) -> bool:
         if self._index is not None:  # the exact keywords by the index, the few others by re
@@ -234,15 +269,26 @@ class Matcher:
         exception it started with rather than by the wrapper raised last.
         """
         t0 = perf_counter()
+        required = self._required
         try:
             for ex in rule.excludes:
+                lit = required.get(ex)
+                if lit is None:
+                    lit = required[ex] = required_literal(ex.pattern, ex.flags)
+                if lit and lit not in text:
+                    continue
                 if ex.search(text, timeout=MATCH_TIMEOUT):
                     return None
             for pat in rule.patterns:
-                if origin is not None:
+                lit = required.get(pat)
+                if lit is None:
+                    lit = required[pat] = required_literal(pat.pattern, pat.flags)
+                if origin is not None and (not lit or lit in origin):
                     m = pat.search(origin, timeout=MATCH_TIMEOUT)
                     if m:
                         return -1, {k: v for k, v in m.groupdict().items() if v is not None}
+                if lit and lit not in text:
+                    continue
                 m = pat.search(text, timeout=MATCH_TIMEOUT)
                 if m:
                     caps = {k: v for k, v in m.groupdict().items() if v is not None}
