@@ -281,3 +281,12 @@ def test_a_time_read_once_is_read_the_same_again():
 def test_what_a_bracket_at_the_start_opens(raw, rank, host, local, tag, text):
     ll = parse(raw)
     assert (ll.who.rank, ll.node, ll.who.local, ll.tag, ll.text) == (rank, host, local, tag, text)
+
+
+def test_lines_of_one_printer_share_its_rank_and_stream():
+    p = PrefixParser(2025)
+    a, b = p.parse(SRC, 1, "[rank3]: x"), p.parse(SRC, 2, "[rank3]: y")
+    assert a.who is b.who and a.stream is b.stream
+    # the same stream read from a source with a node hint: that source's own RankRef
+    c = p.parse(SourceInfo(index=0, path="node2.log", node_index_hint=2), 3, "[rank3]: z")
+    assert c.who.node_index == 2 and a.who.node_index is None and c.stream == a.stream

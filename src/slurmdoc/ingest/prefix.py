@@ -236,6 +236,17 @@ class PrefixParser:
         self._peeking = False
         self._tags: dict[str, str] = {}  # learnt tag shape (numbers masked) -> the gap after it
         self._tag_votes: dict[str, int] = {}
+        self._printers: dict[tuple, tuple[RankRef, tuple]] = {}  # see _printer
+
+    def _printer(self, stream: tuple, src: SourceInfo, label: Optional[int], rank: Optional[int], local: Optional[int], hinted: bool) -> tuple[RankRef, tuple]:
+        """The RankRef of a stream's printer, and the stream: one pair per stream, shared by
+        its lines (RankRefs are not changed once made)."""
+        got = self._printers.get(stream)
+        if got is None or got[0].node_index != src.node_index_hint:
+            if len(self._printers) >= self.MAX_PRINTERS:
+                self._printers.clear()
+            got = self._printers[stream] = (RankRef(src.index, label, rank, local, src.node_index_hint, hinted), stream)
+        return got
 
     def _learnt_tag(self, raw: str) -> Optional[tuple[str, int]]:
         """(tag, where the program's line starts) when `raw` starts with a tag whose shape is
@@ -474,11 +485,11 @@ class PrefixParser:
             origin = inherit.origin
             return LogLine(src.index, lineno, raw, 0, text, origin, who, inherit.node, inherit.tag, ts, inherit.stream)
 
-        origin = classify_origin(text, logged)
+        # (classify_origin's first tests, here to spare most lines the call)
+        origin = classify_origin(text, logged) if text[:1] == "s" or text.find("torch", 0, 160) >= 0 or text.find("launch", 0, 160) >= 0 else None
         if origin is not None:
             # launcher/scheduler lines name ranks in their text; the prefix only gives the node
-            who = RankRef(src.index, label, None, None, src.node_index_hint)
-            stream = (src.index, origin, label, host)
+            who, stream = self._printer((src.index, origin, label, host), src, label, None, None, False)
         else:
             if rank is not None or local is not None or label is not None:
                 origin = "rank"
@@ -493,11 +504,11 @@ class PrefixParser:
                     local = src.rank_hint
                 else:
                     rank = src.rank_hint
-            who = RankRef(src.index, label, rank, local, src.node_index_hint, hinted)
             if rank is not None or local is not None:
                 # the rank prefix identifies the printer; words before it (a per-line
                 # timestamp, a host) must not split one rank's lines into many streams
                 stream = (src.index, origin, label, rank, local, None, None, hinted)
             else:
                 stream = (src.index, origin, label, rank, local, host, tag, hinted)
+            who, stream = self._printer(stream, src, label, rank, local, hinted)
         return LogLine(src.index, lineno, raw, pos, text, origin, who, host, tag, ts, stream)  # type: ignore[arg-type]
