@@ -140,7 +140,7 @@ class Assembler:
             self.source_ts[line.source] = line.ts
             self.source_gen[line.source] = self.gen
         st.last_seq = self.seq
-        owner = self._owner(st, line)
+        owner = self._owner(st, line) if self.last is not None else None
         if owner is not None:
             # a bare line continuing the traceback the previous line belonged to
             line = LogLine(line.source, line.lineno, line.raw, line.offset, line.text, owner.first.origin, owner.first.who, owner.first.node, owner.first.tag, line.ts, owner.first.stream)

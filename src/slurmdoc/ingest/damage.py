@@ -112,11 +112,14 @@ class Repair:
 
     # ---- stage 1: line ends, colour, Markdown -------------------------------------------
     def feed(self, n: int, raw: str, hit: bool) -> list[Line]:
-        out = list(self._feed(n, raw, hit))
+        """The lines `raw` completes (each stage appends to one list: no generator per stage
+        and line)."""
+        out: list[Line] = []
+        self._feed(n, raw, hit, out)
         self._settle()
         return out
 
-    def _feed(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+    def _feed(self, n: int, raw: str, hit: bool, out: list[Line]) -> None:
         if "\r" in raw:
             raw = raw.rstrip("\r")
             if "\r" in raw:
@@ -127,13 +130,13 @@ class Repair:
                     base = n + self.renumber
                     self.renumber += len(pieces) - 1
                     for i, piece in enumerate(pieces):
-                        yield from self._clean(base + i, piece, hit)
+                        self._clean(base + i, piece, hit, out)
                     return
         if self.cr_lines is None:
             self.cr_lines = False
-        yield from self._clean(n + self.renumber, raw, hit)
+        self._clean(n + self.renumber, raw, hit, out)
 
-    def _clean(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+    def _clean(self, n: int, raw: str, hit: bool, out: list[Line]) -> None:
         if "\x1b" in raw:
             raw = ANSI.sub("", raw)
         elif raw[:1] == "[" and _bracket_code(raw) and LOST_ESC_HEAD.match(raw):
@@ -158,39 +161,39 @@ class Repair:
                 raw = m.group(1) or ""
                 if not raw.strip():
                     return
-        yield from self._column(n, raw, hit)
+        self._column(n, raw, hit, out)
 
     # ---- stage 2: a line-number column --------------------------------------------------
-    def _column(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+    def _column(self, n: int, raw: str, hit: bool, out: list[Line]) -> None:
         c = raw[:1]
         m = COLUMN.match(raw) if c in "[ 0123456789" and (c != "[" or _bracket_code(raw)) else None
         if m is None:
             if self.col_pending:
-                yield from self._release_column()
-            yield from self._indent(n, raw, hit)
+                self._release_column(out)
+            self._indent(n, raw, hit, out)
             return
         offset = int(m.group(1) or m.group(2)) - n
         if self.col_offset is not None:
             if offset == self.col_offset:
-                yield from self._indent(n, raw[m.end():], hit)
+                self._indent(n, raw[m.end():], hit, out)
                 return
             self.col_offset = None  # a different numbering: confirm it afresh
         if self.col_pending and self.col_pending[-1][3] != offset:
-            yield from self._release_column()
+            self._release_column(out)
         self.col_pending.append((n, raw, hit, offset))
         if len(self.col_pending) >= COLUMN_CONFIRM:
             self.col_offset = offset
             pending, self.col_pending = self.col_pending, []
             for pn, praw, phit, _ in pending:
-                yield from self._indent(pn, COLUMN.sub("", praw, 1), phit)
+                self._indent(pn, COLUMN.sub("", praw, 1), phit, out)
 
-    def _release_column(self) -> Iterator[Line]:
+    def _release_column(self, out: list[Line]) -> None:
         pending, self.col_pending = self.col_pending, []
         for pn, praw, phit, _ in pending:
-            yield from self._indent(pn, praw, phit)
+            self._indent(pn, praw, phit, out)
 
     # ---- stage 3: lost indentation of traceback frames ----------------------------------
-    def _indent(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+    def _indent(self, n: int, raw: str, hit: bool, out: list[Line]) -> None:
         if raw.startswith('File "') and FRAME.match(raw):
             raw = "  " + raw
             self.after_frame, self.after_code = True, False
@@ -203,7 +206,7 @@ class Repair:
             self.after_code = False
             if raw and CARETS.match(raw):
                 raw = "    " + raw  # the position markers under it (Python 3.11+)
-        yield from self._wrap(n, raw, hit)
+        self._wrap(n, raw, hit, out)
 
     # ---- stage 4: hard wrapping ---------------------------------------------------------
     # A width is learnt from pairs of lines: a line of the greatest length so far and the
@@ -215,11 +218,11 @@ class Repair:
     # terminal width when the cut falls inside a word.
     # Many record pairs and no wraps make the length a program's fixed-format line instead,
     # and lines of that length take the fast path again.
-    def _wrap(self, n: int, raw: str, hit: bool) -> Iterator[Line]:
+    def _wrap(self, n: int, raw: str, hit: bool, out: list[Line]) -> None:
         ln = (n, raw, hit)
         size = len(raw)
         if self.waiting and size > self.wait_len:
-            yield from self._release()  # a longer line: that was no wrap; this one may be
+            self._release(out)  # a longer line: that was no wrap; this one may be
         if self.waiting:
             before = self.waiting[-2][1] if len(self.waiting) > 1 else self.prev[1]
             line = self.waiting[-1][1]
@@ -232,10 +235,10 @@ class Repair:
             if self.width is None and size == self.wait_len and self.rejected != size:
                 # the window is full, but this line may be a wrap too: it waits on
                 self.waiting.pop()
-                yield from self._release()
+                self._release(out)
                 self.waiting = [ln]
                 return
-            yield from self._release()
+            self._release(out)
             return
         self._measure(size)
         if self.width is None and not self.held and size == self.maxlen and size >= MIN_WIDTH and size != self.rejected:
@@ -243,7 +246,7 @@ class Repair:
             self.waiting = [ln]
             self.wait_len = size
             return
-        yield from self._place(ln)
+        self._place(ln, out)
 
     def _judge(self, before: str, line: str, nxt: str) -> None:
         """Count the pair (`line`, `nxt`) for or against `len(line)` as a wrap width."""
@@ -269,10 +272,10 @@ class Repair:
             if self.maxlen == size:
                 self.fast_below = size + 1
 
-    def _release(self) -> Iterator[Line]:
+    def _release(self, out: list[Line]) -> None:
         lines, self.waiting = self.waiting, []
         for ln in lines:
-            yield from self._place(ln)
+            self._place(ln, out)
 
     def _measure(self, size: int) -> None:
         if size > self.maxlen:
@@ -282,7 +285,7 @@ class Repair:
             self.pairs = self.misses = 0
             self.shapes.clear()
 
-    def _place(self, ln: Line) -> Iterator[Line]:
+    def _place(self, ln: Line, out: list[Line]) -> None:
         """Join `ln` to the held wrapped line before it, or hold it if it may be wrapped."""
         n, raw, _ = ln
         if self.held:
@@ -293,12 +296,12 @@ class Repair:
                     self.pairs += 1
                 if len(raw) == self.width and len(self.held) < MAX_HOLD:
                     return  # wrapped again
-                yield self._join(self.held)
+                out.append(self._join(self.held))
                 self.held = []
                 return
             if len(self.held) == 1 and self.width is not None:
                 self._missed(self.width)
-            yield self._join(self.held)
+            out.append(self._join(self.held))
             self.held = []
         if self.width is not None and len(raw) == self.width:
             # a label is learnt from records: a wrapped rest (`30121: Connection reset`)
@@ -310,7 +313,7 @@ class Repair:
             return
         self.prev = ln
         self.head = raw
-        yield ln
+        out.append(ln)
 
     def _continues(self, first: str, prev: str, nxt: str) -> bool:
         """Can `nxt` be the wrapped rest of `prev` (a line that began as `first`)?"""
@@ -337,14 +340,16 @@ class Repair:
             return lines[0]
         return lines[0][0], "".join(ln[1] for ln in lines), any(ln[2] for ln in lines)
 
-    def flush(self) -> Iterator[Line]:
+    def flush(self) -> list[Line]:
+        out: list[Line] = []
         if self.col_pending:
-            yield from self._release_column()
+            self._release_column(out)
         if self.waiting:
-            yield from self._release()
+            self._release(out)
         if self.held:
-            yield self._join(self.held)
+            out.append(self._join(self.held))
             self.held = []
+        return out
 
 
 _DIGITS = re.compile(r"\d+")
