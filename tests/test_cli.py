@@ -401,21 +401,24 @@ def diagnose(*a, **kw):
     return real(*a, **kw)
 slurmdoc.api.diagnose = diagnose
 import slurmdoc.cli as cli
+import slurmdoc.__main__ as entry
 left = []
 def leave(code):  # the real one ends the process at once, this probe included
     left.append(code)
     raise SystemExit(code)
 cli._leave = leave
+early = []  # collections before the diagnosis began
+gc.callbacks.append(lambda phase, info: phase == "start" and not seen and early.append(info["generation"]))
 sys.argv = ["slurmdoc", "diagnose", "--format", sys.argv[1], sys.argv[2]]
 out, sys.stdout = sys.stdout, io.StringIO()
 try:
-    cli.main()
+    entry.run()  # what `slurmdoc` and `python -m slurmdoc` run
 except SystemExit as e:
     code = e.code
 sys.stdout = out
 import slurmdoc.slurm.models as sm
 built = [c.__name__ for c in (sm.StepInfo, sm.AttemptRecord, sm.JobTriage, sm.TriageReport, sm.JobVerdict) if c.__pydantic_complete__]
-print(json.dumps({"code": code, "left": left, "gc_on_during_work": seen, "modules": sorted(sys.modules), "slurm_models_built": built}))
+print(json.dumps({"code": code, "left": left, "gc_on_during_work": seen, "start_up_collections": early, "modules": sorted(sys.modules), "slurm_models_built": built}))
 """
 
 
@@ -424,8 +427,8 @@ print(json.dumps({"code": code, "left": left, "gc_on_during_work": seen, "module
 def test_diagnose_loads_no_module_of_a_format_or_command_it_does_not_use(write, fmt, log):
     """Start-up: `diagnose` pays for the format asked for and nothing of the other commands
     (the Slurm side's models are imported, Diagnosis.job names one, but none is built); the
-    collector paused while the command starts is on again for the diagnosis itself; once the
-    report is out, the process ends at once with the verdict's exit code."""
+    collector, paused while the command starts (no collection), is on again for the diagnosis
+    itself; once the report is out, the process ends at once with the verdict's exit code."""
     e = dict(os.environ, XDG_CONFIG_HOME=str(ROOT / "tests" / "data" / "no-config-here"))
     for var in ("SLURMDOC_DEBUG", "SLURMDOC_RULES", "SLURMDOC_CONFIG"):
         e.pop(var, None)
@@ -433,7 +436,7 @@ def test_diagnose_loads_no_module_of_a_format_or_command_it_does_not_use(write, 
     got = json.loads(r.stdout)
     assert got["code"] == (1 if "Traceback" in log else 0), r.stderr
     assert got["left"] == [got["code"]]
-    assert got["gc_on_during_work"] == [True]
+    assert got["gc_on_during_work"] == [True] and got["start_up_collections"] == []
     unwanted = NOT_FOR_DIAGNOSE + NOT_FOR_FORMAT[fmt]
     if not Path("/etc/slurmdoc/config.toml").exists():  # no config file: no TOML reader either
         unwanted += ("tomllib", "tomli")

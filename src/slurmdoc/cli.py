@@ -68,7 +68,8 @@ def _pause_gc() -> None:
     """Start-up (typer building the commands and their option adapters, the command importing
     its modules, pydantic building models) makes tens of thousands of long-lived objects and
     next to no garbage: the cyclic collector would walk them again and again for nothing
-    (about 10 ms per run). Paused by main() only, until the command's work begins (_reported)."""
+    (about 10 ms per run). Paused by main() (or before it, by slurmdoc.__main__), until the
+    command's work begins (_reported)."""
     global _GC_PAUSED
     if gc.isenabled():
         gc.disable()
@@ -548,8 +549,10 @@ class _PlainErrors:
         return getattr(self._s, name)
 
 
-def main() -> None:
-    """Console-script entry point: no Python traceback ever reaches the user."""
+def main(gc_paused: bool = False) -> None:
+    """Console-script entry point: no Python traceback ever reaches the user. `gc_paused`:
+    the caller paused the cyclic collector for start-up (slurmdoc.__main__.run), main()
+    resumes it as if it had paused it itself."""
     # pydantic looks for plugins (the `pydantic` entry-point group) when it builds the first
     # model, by reading the metadata of every installed distribution: a cost that grows with
     # the environment (a cluster's shared Python holds hundreds). slurmdoc's models are its
@@ -557,8 +560,11 @@ def main() -> None:
     # too), and this is the command line, not the library. setdefault: whoever sets the
     # variable keeps their choice.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    global _GC_PAUSED
+    _GC_PAUSED = _GC_PAUSED or gc_paused
     if len(sys.argv) > 1 and sys.argv[1] == "epilog":
-        _main_epilog()  # its whole run is bounded by --budget; the collector stays on
+        _resume_gc()  # the epilogue's whole run is bounded by --budget: collect from here on
+        _main_epilog()
     _pause_gc()
     global _REPORTED
     _REPORTED = False
