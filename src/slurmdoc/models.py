@@ -4,7 +4,9 @@ The hot path (one object per log line) uses slotted classes; what leaves the lib
 (the diagnosis) is a frozen pydantic model that serialises exactly to the JSON contract.
 """
 
-from __future__ import annotations
+# Annotations are objects, not text (no `from __future__ import annotations`): pydantic and
+# dataclasses would otherwise compile and evaluate each field's annotation at import, a share of
+# every run's start-up. Names must be defined before a class uses them.
 
 from dataclasses import dataclass, field
 from datetime import datetime

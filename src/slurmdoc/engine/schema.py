@@ -1,6 +1,7 @@
 """The rule file schema (see rules/README.md for the same, field by field)."""
 
-from __future__ import annotations
+# Annotations are objects, not text (no `from __future__ import annotations`): pydantic would
+# otherwise compile and evaluate each field's annotation at import, on every run.
 
 from typing import Literal, Optional, Union
 

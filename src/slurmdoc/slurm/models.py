@@ -1,6 +1,7 @@
 """What the Slurm side of slurmdoc hands out: per-job triage verdicts (JSON-serialisable)."""
 
-from __future__ import annotations
+# Annotations are objects, not text (no `from __future__ import annotations`): pydantic would
+# otherwise compile and evaluate each field's annotation when it builds a model.
 
 from typing import Literal, Optional
 
