@@ -167,6 +167,7 @@ def diagnose(
     # while one input is parsed, the next one is opened, read and searched on another thread
     prefetch = prefilter is not None and budget is not None and prefilter.parallel and len(inputs) > 1
     ahead: Optional[Prefetch] = None
+    worker = Prefetch.worker() if prefetch else None
     try:
         for k, inp in enumerate(inputs):
             if prefilter is not None and budget is not None:
@@ -175,7 +176,7 @@ def diagnose(
                     buffers = [bytearray(scan_block()) for _ in range(2 if prefetch else 1)]
                 mine, ahead = ahead, None
                 if prefetch and k + 1 < len(inputs):
-                    ahead = Prefetch(inputs[k + 1], prefilter, buffers[(k + 1) % 2])
+                    ahead = Prefetch(inputs[k + 1], prefilter, buffers[(k + 1) % 2], worker)
                 reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes, seen.__len__,
                               buffers[k % len(buffers)], mine)
                 numbered: Iterable[tuple[int, str, bool]] = reader
@@ -203,6 +204,8 @@ def diagnose(
     finally:
         if ahead is not None:  # stopped early: the next input was opened for nothing
             ahead.close()
+        if worker is not None:
+            worker.shutdown()
     for ev in assembler.flush():
         m = classify(ev)
         if m is not None:

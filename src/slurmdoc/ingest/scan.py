@@ -510,7 +510,7 @@ class Prefetch:
     the open file or the error opening it, the bytes read or the read error, and the hits
     where the block can be searched as it is (no byte-order mark to take off first)."""
 
-    def __init__(self, inp: Input, prefilter: Prefilter, buffer: bytearray) -> None:
+    def __init__(self, inp: Input, prefilter: Prefilter, buffer: bytearray, worker) -> None:
         self.inp = inp
         self.prefilter = prefilter
         self.data = buffer
@@ -522,8 +522,9 @@ class Prefetch:
         self.eof = False
         self.end = 0
         self.hits: Optional[list[int]] = None
-        self.thread = threading.Thread(target=self._run, name="slurmdoc-prefetch", daemon=True)
-        self.thread.start()
+        # one worker thread for all the inputs of a run (`Prefetch.worker()`): its Hyperscan
+        # scratch is made once, not once per input
+        self.done = worker.submit(self._run)
 
     def _run(self) -> None:
         try:
@@ -551,15 +552,22 @@ class Prefetch:
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
             self.failed = e
 
+    @staticmethod
+    def worker():
+        """The thread that prefetches a run's inputs, one after the other (shut it down after)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        return ThreadPoolExecutor(1, thread_name_prefix="slurmdoc-prefetch")
+
     def wait(self) -> "Prefetch":
-        self.thread.join()
+        self.done.result()
         if self.failed is not None:
             raise self.failed
         return self
 
     def close(self) -> None:
         """Never taken by a scan (the caller stopped early): close what was opened."""
-        self.thread.join()
+        self.done.result()
         if self.f is not None:
             try:
                 self.f.close()
