@@ -91,8 +91,11 @@ class Budget:
 
     head: int = 1 << 20  # bytes at the start of all inputs together
     tail: int = 2 << 20  # bytes at the end of all inputs together
-    min_head: int = 4 << 10  # per input, however many inputs there are
-    min_tail: int = 8 << 10
+    # per input, however many inputs there are: up to 512 inputs (per-rank files of 512
+    # ranks) share the budget of one, so a job's log costs the same whether it was written
+    # to one file or to one per rank; more inputs get these floors each
+    min_head: int = 2 << 10
+    min_tail: int = 4 << 10
     max_head: int = 32 << 20  # the head grows while new ranks keep appearing in it, up to this
     before: int = 32  # lines parsed before a hit
     after: int = 32  # lines parsed after the last hit of a window
