@@ -61,7 +61,8 @@ def _err(msg: str) -> None:
     sys.stderr.flush()
 
 
-_GC_PAUSED = False
+_GC_PAUSED = False  # main() (or slurmdoc.__main__) paused the cyclic collector for start-up
+_REPORTED = False  # `diagnose` has written its report: nothing is left to do but exit (_leave)
 
 
 def _pause_gc() -> None:
@@ -583,9 +584,6 @@ def main(gc_paused: bool = False) -> None:
             raise
         _err(f"internal error: {type(e).__name__}: {e} (set SLURMDOC_DEBUG=1 for the traceback)")
         sys.exit(2)
-
-
-_REPORTED = False  # `diagnose` has written its report: nothing is left to do but exit
 
 
 def _leave(code: object) -> None:
