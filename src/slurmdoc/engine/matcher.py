@@ -245,7 +245,7 @@ class Matcher:
         named = "rank" in rx.groupindex  # type: ignore[attr-defined]
         t0 = perf_counter()
         try:
-            for m in rx.finditer(text, timeout=MATCH_TIMEOUT):  # type: ignore[attr-defined]
+            for m in rx.finditer(text, timeout=MATCH_TIMEOUT, concurrent=False):  # type: ignore[attr-defined]
                 n = to_int(m.group("rank") if named else m.group(1))
                 if n is None or n < 0:
                     continue
@@ -277,19 +277,19 @@ class Matcher:
                     lit = required[ex] = required_literal(ex.pattern, ex.flags)
                 if lit and lit not in text:
                     continue
-                if ex.search(text, timeout=MATCH_TIMEOUT):
+                if ex.search(text, timeout=MATCH_TIMEOUT, concurrent=False):
                     return None
             for pat in rule.patterns:
                 lit = required.get(pat)
                 if lit is None:
                     lit = required[pat] = required_literal(pat.pattern, pat.flags)
                 if origin is not None and (not lit or lit in origin):
-                    m = pat.search(origin, timeout=MATCH_TIMEOUT)
+                    m = pat.search(origin, timeout=MATCH_TIMEOUT, concurrent=False)
                     if m:
                         return -1, {k: v for k, v in m.groupdict().items() if v is not None}
                 if lit and lit not in text:
                     continue
-                m = pat.search(text, timeout=MATCH_TIMEOUT)
+                m = pat.search(text, timeout=MATCH_TIMEOUT, concurrent=False)
                 if m:
                     caps = {k: v for k, v in m.groupdict().items() if v is not None}
                     return m.start(), caps
