@@ -55,7 +55,7 @@ class Rule:
     excludes: list = field(default_factory=list)
     keywords: tuple[str, ...] = ()
     groups: frozenset[str] = frozenset()
-    known_ranks: Optional[object] = None  # compiled `known_ranks` regex
+    known_ranks: Optional[object] = None  # `known_ranks` regex (compiled on first use for a pack checked before)
     replaces: Optional[str] = None  # file of the rule with the same id this one replaced
 
     @property
@@ -360,7 +360,9 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
             if k not in groups:
                 raise RuleError(fname, stem, f"examples.match[{i}].captures", f"'{k}' is not a group of any pattern")
     known = None
-    if spec.known_ranks is not None:
+    if spec.known_ranks is not None and released:
+        known = LazyPattern(spec.known_ranks, flags, check=False)  # checked before, as its patterns
+    elif spec.known_ranks is not None:
         # compiled with `regex` so that matching it takes a timeout like every rule pattern
         try:
             known = regex.compile(spec.known_ranks, flags)
