@@ -34,3 +34,15 @@ def test_symptoms_never_lead_while_a_cause_exists(write):
     lines += tb("[rank2]: ", "ModuleNotFoundError: No module named 'flash_attn'")
     d = diagnose([write("j.log", "\n".join(lines))])
     assert d.root_cause.category == "import_error" and d.root_cause.rank == 2
+
+
+def test_an_error_quoted_in_a_cjk_sentence_yields_to_its_record_but_one_beside_accents_does_not(write):
+    """A line whose error words sit in a sentence of another script (CJK, kana, hangul: an
+    issue or a chat quoting the error) is a person's quote: where the program's own record of
+    the same error follows, that record is the root. Other non-ASCII text (accents, symbols)
+    around the same words is no such sign: that earlier line stays the root."""
+    later = tb("[rank2]: ", OOM)
+    for around, want in (("运行时报错了，请问怎么办 {}", 4), ("Voilà → {} ✓", 1), ("{}", 1)):
+        path = write("j.log", "\n".join([around.format(OOM)] + later))
+        d = diagnose([path])
+        assert d.root_cause.category == "cuda_oom" and d.root_cause.source == f"{path}:{want}", around
