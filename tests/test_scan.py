@@ -626,38 +626,3 @@ def test_a_file_that_grows_between_two_half_reads_is_read_without_a_gap(tmp_path
         assert n == 100 and bytes(buf[:100]) == b"a" * 100 and f.tell() == 100
     finally:
         f.close()
-
-
-@pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
-def test_inputs_read_ahead_give_the_same_report_as_inputs_read_in_turn(tmp_path, monkeypatch):
-    """With several inputs, the next one is opened, read and searched on another thread while
-    one is parsed. Over a directory that mixes per-rank logs with every kind of first block
-    (empty, a UTF-8 byte-order mark, UTF-16, binary, gzip, damaged gzip, unreadable, a line
-    longer than a block), the report and its warnings are those of reading each in turn."""
-    import gzip as gz
-
-    from slurmdoc import api
-
-    d = tmp_path / "job"
-    _genlog().generate(str(d), 2, 8, "files", root_rank=3)
-    (d / "empty.log").write_bytes(b"")
-    (d / "bom.log").write_bytes(b"\xef\xbb\xbf[rank9]: RuntimeError: boom\n")
-    (d / "wide.log").write_text("[rank10]: torch.OutOfMemoryError: CUDA out of memory.\n", encoding="utf-16")
-    (d / "blob.log").write_bytes(b"\x00\x01\x02" * 3000)
-    (d / "z.log.gz").write_bytes(gz.compress(b"[rank11]: Traceback (most recent call last):\n" * 50))
-    whole = gz.compress(b"".join(b"[rank12]: step %d loss %d\n" % (i, i * 7919 % 1000) for i in range(20000)))
-    (d / "cut.log.gz").write_bytes(whole[: len(whole) // 2])
-    (d / "long.log").write_text("x" * 9000 + " Error\n[rank13]: step 2\n")
-    locked = d / "locked.log"
-    locked.write_text("[rank14]: step 1\n")
-    locked.chmod(0)
-    monkeypatch.setattr(scan_mod, "BLOCK", 4096)
-    monkeypatch.setattr(api, "_PREFILTERS", {})
-    reports = {}
-    for prefetch in (True, False):
-        monkeypatch.setattr(scan_mod.Prefilter, "parallel", property(lambda self, p=prefetch: p and self._db is not None))
-        diag = diagnose([str(d)])
-        windows = diagnose([str(d)], budget=NOTHING)  # the first blocks' hits alone decide what is parsed
-        reports[prefetch] = (render(diag), diag.warnings, render(windows))
-    assert reports[True] == reports[False]
-    assert any("binary" in w for w in reports[True][1]) and any("truncated gzip" in w for w in reports[True][1])

@@ -15,7 +15,7 @@ from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.damage import repair
 from slurmdoc.ingest.prefix import PrefixParser
-from slurmdoc.ingest.scan import ENGINES, Budget, Prefetch, Prefilter, Scan
+from slurmdoc.ingest.scan import ENGINES, Budget, Prefilter, Scan
 from slurmdoc.ingest.scan import block_size as scan_block
 from slurmdoc.ingest.sources import Input, make_inputs, read_lines
 from slurmdoc.models import Diagnosis, LogLine, SourceInfo
@@ -163,49 +163,35 @@ def diagnose(
     classify = matcher.classify
     add = analyzer.add
     lines = parsed = hits = 0
-    buffers: list[bytearray] = []  # two block buffers: one input's, and the next one's, read ahead
-    # while one input is parsed, the next one is opened, read and searched on another thread
-    prefetch = prefilter is not None and budget is not None and prefilter.parallel and len(inputs) > 1
-    ahead: Optional[Prefetch] = None
-    worker = Prefetch.worker() if prefetch else None
-    try:
-        for k, inp in enumerate(inputs):
-            if prefilter is not None and budget is not None:
-                head, tail = budget.per_input(len(inputs))
-                if not buffers:
-                    buffers = [bytearray(scan_block()) for _ in range(2 if prefetch else 1)]
-                mine, ahead = ahead, None
-                if prefetch and k + 1 < len(inputs):
-                    ahead = Prefetch(inputs[k + 1], prefilter, buffers[(k + 1) % 2], worker)
-                reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes, seen.__len__,
-                              buffers[k % len(buffers)], mine)
-                numbered: Iterable[tuple[int, str, bool]] = reader
-            else:
-                reader = None
-                numbered = ((n, raw, True) for n, raw in read_lines(inp, warnings, on_bytes))
-            src = inp.info
-            n = 0
-            for n, raw, hit in repair(numbered):  # paste damage undone before prefixes are parsed
-                parsed += 1
-                assembler.quiet = not hit
-                for ll in split_line(parser, src, n, raw):
-                    observe(ll)
-                    if ll.stream not in seen and ll.origin == "rank":
-                        note(ll.stream, ll.who)  # only printers with a rank count for the layout
-                    for ev in assembler.feed(ll):
-                        m = classify(ev)
-                        if m is not None:
-                            add(ev, m)
-            if reader is not None:
-                lines += reader.lines
-                hits += reader.hits
-            else:
-                lines += n
-    finally:
-        if ahead is not None:  # stopped early: the next input was opened for nothing
-            ahead.close()
-        if worker is not None:
-            worker.shutdown()
+    buffer: Optional[bytearray] = None
+    for inp in inputs:
+        if prefilter is not None and budget is not None:
+            head, tail = budget.per_input(len(inputs))
+            if buffer is None:
+                buffer = bytearray(scan_block())
+            reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes, seen.__len__, buffer)
+            numbered: Iterable[tuple[int, str, bool]] = reader
+        else:
+            reader = None
+            numbered = ((n, raw, True) for n, raw in read_lines(inp, warnings, on_bytes))
+        src = inp.info
+        n = 0
+        for n, raw, hit in repair(numbered):  # paste damage undone before prefixes are parsed
+            parsed += 1
+            assembler.quiet = not hit
+            for ll in split_line(parser, src, n, raw):
+                observe(ll)
+                if ll.stream not in seen and ll.origin == "rank":
+                    note(ll.stream, ll.who)  # only printers with a rank count for the layout
+                for ev in assembler.feed(ll):
+                    m = classify(ev)
+                    if m is not None:
+                        add(ev, m)
+        if reader is not None:
+            lines += reader.lines
+            hits += reader.hits
+        else:
+            lines += n
     for ev in assembler.flush():
         m = classify(ev)
         if m is not None:

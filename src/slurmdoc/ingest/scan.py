@@ -119,7 +119,6 @@ class Prefilter:
         self._db = None
         self._queues: list = []  # the helper threads of a parallel scan (one per core but one)
         self._helper_pid = -1  # the process they were started in
-        self._local = threading.local()  # the scratch of each other thread that searches
         # a part boundary is a newline: no literal may span one
         self._parts = max(1, min(cores(), 4)) if not any(b"\n" in w for w, _ in words) else 1
         self._re: Optional[re.Pattern[bytes]] = None
@@ -181,7 +180,7 @@ class Prefilter:
         if self._db is not None:
             if self._parts > 1 and end >= PARALLEL_MIN:
                 return self._find_parallel(buf, end)
-            return self._scan(memoryview(buf), 0, end, self._scratch())
+            return self._scan(memoryview(buf), 0, end, None)
         if self._re is not None:
             return [m.start() for m in self._re.finditer(buf, 0, end)]
         return []
@@ -218,14 +217,13 @@ class Prefilter:
             at = cuts[-1] + PARALLEL_PIECE
             nl = buf.find(b"\n", at - 1, end) if at < end else -1
             cuts.append(nl + 1 if nl >= 0 else end)
-        scratch = self._scratch()
         if len(cuts) <= 2:
-            return self._scan(memoryview(buf), 0, end, scratch)
+            return self._scan(memoryview(buf), 0, end, None)
         job = _Job(self, buf, cuts)
         for q in self._helpers():
             q.put(job)
         try:
-            job.work(scratch, caller=True)
+            job.work(None)
         finally:  # never leave a helper scanning with its scratch, or a view on the block
             with job.cond:
                 job.cond.wait_for(lambda: job.busy == 0)
@@ -235,18 +233,6 @@ class Prefilter:
         for f in job.found:
             out.extend(f)
         return out
-
-    def _scratch(self) -> object:
-        """The calling thread's Hyperscan scratch: the database's own in the main thread, a
-        clone in any other (a read-ahead or the next input's first block is searched on
-        another thread while this one may search too; one scratch serves one scan at a time)."""
-        if threading.current_thread() is threading.main_thread():
-            return None
-        local = self._local
-        if getattr(local, "scratch", None) is None or local.pid != os.getpid():
-            local.scratch = _hs.Scratch(self._db)
-            local.pid = os.getpid()
-        return local.scratch
 
     def _helpers(self) -> list:
         """The queues of the helper threads (one per core but the caller's), started on
@@ -331,7 +317,7 @@ class _Job:
         self.cond = threading.Condition()
         self.failed: list[BaseException] = []
 
-    def work(self, scratch: object, caller: bool = False) -> None:
+    def work(self, scratch: object) -> None:
         """Take the next piece left and scan it, until none is left."""
         pieces = len(self.cuts) - 1
         while True:
@@ -345,7 +331,7 @@ class _Job:
                     self.found[i] = self.prefilter._scan(view, self.cuts[i], self.cuts[i + 1], scratch)
             except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
                 self.failed.append(e)
-                if caller:
+                if scratch is None:
                     raise
             finally:
                 with self.cond:
@@ -506,78 +492,6 @@ class _Ahead:
             self.second.shutdown()
 
 
-class Prefetch:
-    """An input opened, and its first block read and searched, on another thread while the
-    caller parses the input before it (a directory of per-rank files: reading and searching
-    one file while parsing another). What the scan's first step would have found, kept for it:
-    the open file or the error opening it, the bytes read or the read error, and the hits
-    where the block can be searched as it is (no byte-order mark to take off first)."""
-
-    def __init__(self, inp: Input, prefilter: Prefilter, buffer: bytearray, worker) -> None:
-        self.inp = inp
-        self.prefilter = prefilter
-        self.data = buffer
-        self.f = None
-        self.open_error: Optional[OSError] = None
-        self.read_error: Optional[BaseException] = None
-        self.failed: Optional[BaseException] = None
-        self.filled = 0
-        self.eof = False
-        self.end = 0
-        self.hits: Optional[list[int]] = None
-        # one worker thread for all the inputs of a run (`Prefetch.worker()`): its Hyperscan
-        # scratch is made once, not once per input
-        self.done = worker.submit(self._run)
-
-    def _run(self) -> None:
-        try:
-            try:
-                self.f = f = self.inp.open()
-            except OSError as e:
-                self.open_error = e
-                return
-            data = self.data
-            with memoryview(data) as view:
-                try:
-                    while self.filled < BLOCK:
-                        n = f.readinto(view[self.filled:]) or 0
-                        if n == 0:
-                            self.eof = True
-                            break
-                        self.filled += n
-                except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
-                    self.read_error = e
-                    return
-            if self.filled and not data.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
-                self.end = self.filled if self.eof else data.rfind(b"\n", 0, self.filled) + 1
-                if self.end:
-                    self.hits = self.prefilter.find(data, self.end)
-        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-            self.failed = e
-
-    @staticmethod
-    def worker():
-        """The thread that prefetches a run's inputs, one after the other (shut it down after)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        return ThreadPoolExecutor(1, thread_name_prefix="slurmdoc-prefetch")
-
-    def wait(self) -> "Prefetch":
-        self.done.result()
-        if self.failed is not None:
-            raise self.failed
-        return self
-
-    def close(self) -> None:
-        """Never taken by a scan (the caller stopped early): close what was opened."""
-        self.done.result()
-        if self.f is not None:
-            try:
-                self.f.close()
-            except Exception:  # noqa: BLE001 - a damaged gzip can raise again on close
-                pass
-
-
 class Scan:
     """Reads one input; yields (line number, text, hit) of the lines worth parsing.
 
@@ -599,10 +513,8 @@ class Scan:
         on_bytes: Optional[Callable[[int], None]] = None,
         printers: Optional[Callable[[], int]] = None,
         buffer: Optional[bytearray] = None,
-        prefetched: Optional[Prefetch] = None,
     ) -> None:
         self.buffer = buffer  # one block buffer reused across inputs (a directory of 512 files)
-        self.prefetched = prefetched  # this input opened and its first block read, on another thread
         self.inp = inp
         self.printers = printers  # how many printers (ranks) the consumer has seen so far
         self.prefilter = prefilter
@@ -641,11 +553,8 @@ class Scan:
     # ---- the scan -----------------------------------------------------------------
     def __iter__(self) -> Iterator[tuple[int, str, bool]]:
         name = self.inp.info.path
-        pre = self.prefetched.wait() if self.prefetched is not None else None
         try:
-            if pre is not None and pre.open_error is not None:
-                raise pre.open_error
-            f = pre.f if pre is not None else self.inp.open()
+            f = self.inp.open()
         except OSError as e:
             self.warnings.append(f"{name}: skipped, cannot open: {e.strerror or e}")
             return
@@ -672,22 +581,13 @@ class Scan:
         b = self.budget
         size = None if isinstance(f, Gunzipped) else self.inp.size
         tail_start = max(size - self.tail, 0) if size is not None else None
-        pre = self.prefetched
         data = self.buffer if self.buffer is not None and len(self.buffer) == BLOCK else bytearray(BLOCK)
-        filled = 0  # bytes held in data
-        eof = False
-        first_found: Optional[list[int]] = None  # the first block's hits, found ahead
-        if pre is not None:
-            if pre.read_error is not None:
-                self.warnings.append(read_failure(self.inp.info.path, pre.read_error, 0))
-                return
-            data, filled, eof, first_found = pre.data, pre.filled, pre.eof, pre.hits
-            if filled and self.on_bytes is not None:
-                self.on_bytes(filled)
         view = memoryview(data)
+        filled = 0  # bytes held in data
         offset = 0  # input offset of data[0]
         lineno = self.inp.info.first_line - 1  # lines before data[0]
         first = True
+        eof = False
         in_window = False
         window_until = -1  # a window stays open at least up to this line
         checked = 0
@@ -700,10 +600,7 @@ class Scan:
         try:
             while not eof or filled:
                 found: Optional[list[int]] = None  # the block's hits, found by the read-ahead
-                if first_found is not None:
-                    found, first_found = first_found, None
-                    end = pre.end  # type: ignore[union-attr]
-                elif ahead is not None:
+                if ahead is not None:
                     item = ahead.take()
                     if item[0] == "error":
                         e = item[1]
