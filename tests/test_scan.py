@@ -547,7 +547,7 @@ _LINE = st.one_of(
 def test_reading_ahead_yields_what_reading_in_line_does(tmp_path_factory, keywords, lines, final_newline, parts, compressed):
     """A big regular file is read and searched ahead on another thread, block after block:
     with 1 KiB blocks, any lines (some longer than a block: the read-ahead stops and the
-    reader goes on in line), read in two halves at once or not, gzip (its size unknown) or not,
+    reader goes on in line), gzip (its size unknown) or not,
     with or without a last newline, the lines yielded, their
     numbers, texts and hits, the warnings and the line count are those of the reader that
     reads each block itself."""
@@ -556,8 +556,8 @@ def test_reading_ahead_yields_what_reading_in_line_does(tmp_path_factory, keywor
     text = "\n".join(lines) + ("\n" if final_newline else "")
     path = tmp_path_factory.mktemp("ahead") / ("a.log.gz" if compressed else "a.log")
     path.write_bytes(gz.compress(text.encode()) if compressed else text.encode())
-    real = (scan_mod.BLOCK, scan_mod.AHEAD_MIN, scan_mod.MAX_LINE, sources.MAX_LINE, scan_mod.READ_SPLIT)
-    scan_mod.BLOCK, scan_mod.MAX_LINE, sources.MAX_LINE, scan_mod.READ_SPLIT = 1024, 300, 300, 100
+    real = (scan_mod.BLOCK, scan_mod.AHEAD_MIN, scan_mod.MAX_LINE, sources.MAX_LINE)
+    scan_mod.BLOCK, scan_mod.MAX_LINE, sources.MAX_LINE = 1024, 300, 300
     try:
         b = Budget(head=200, tail=300, min_head=200, min_tail=300, before=2, after=1)
         got = {}
@@ -571,7 +571,7 @@ def test_reading_ahead_yields_what_reading_in_line_does(tmp_path_factory, keywor
             got[ahead] = (list(s), s.lines, warnings)
         assert got[0] == got[10**9]
     finally:
-        scan_mod.BLOCK, scan_mod.AHEAD_MIN, scan_mod.MAX_LINE, sources.MAX_LINE, scan_mod.READ_SPLIT = real
+        scan_mod.BLOCK, scan_mod.AHEAD_MIN, scan_mod.MAX_LINE, sources.MAX_LINE = real
 
 
 @pytest.mark.skipif(scan_mod._hs is None, reason="Hyperscan has no wheel here")
@@ -592,37 +592,3 @@ def test_a_reader_left_early_stops_its_read_ahead(tmp_path, keywords, monkeypatc
     s.close()
     assert not any(t.name.startswith("slurmdoc-ahead") for t in th.enumerate())
     assert th.active_count() <= before + 1  # the prefilter's own helper may stay for the next block
-
-
-def test_a_file_that_grows_between_two_half_reads_is_read_without_a_gap(tmp_path, monkeypatch):
-    """A block is read in two halves at once. When the first half comes back short (the end
-    of the file as it was) and the second half has bytes (the file grew meanwhile, as a live
-    job's log does), the second half is not taken: the next read goes on from the end of the
-    first, so no stretch of the file is skipped."""
-    path = tmp_path / "a.log"
-    path.write_bytes(b"a" * 100)
-    real = os.preadv
-    calls = []
-
-    def preadv(fd, bufs, pos):
-        calls.append(pos)
-        if pos > 0:  # the second half, read after the file grew
-            bufs[0][:10] = b"z" * 10
-            return 10
-        return real(fd, bufs, pos)
-
-    monkeypatch.setattr(scan_mod.os, "preadv", preadv)
-    f = open(path, "rb", buffering=0)
-    try:
-        ahead = scan_mod._Ahead.__new__(scan_mod._Ahead)  # only its reading, no thread
-        ahead.f = f
-        from concurrent.futures import ThreadPoolExecutor
-
-        ahead.second = ThreadPoolExecutor(1)
-        buf = bytearray(1000)
-        n = ahead._read_halves(memoryview(buf), 0)
-        ahead.second.shutdown()
-        assert sorted(calls) == [0, 500]
-        assert n == 100 and bytes(buf[:100]) == b"a" * 100 and f.tell() == 100
-    finally:
-        f.close()

@@ -392,7 +392,6 @@ def _hs_literal(w: bytes) -> bytes:
 # parses the lines of the block before. Blocks in flight: AHEAD (bounded memory).
 AHEAD = 2
 AHEAD_MIN = 2  # blocks
-READ_SPLIT = 1 << 20  # a block read in two halves at once needs room for two of these
 
 
 class _Ahead:
@@ -410,11 +409,6 @@ class _Ahead:
             self.free.put(bytearray(BLOCK))
         self.held: Optional[bytearray] = None  # the block the caller is parsing
         self.stopping = False
-        self.second = None  # a plain file's block is read in two halves at once, by two threads
-        if type(f) is io.FileIO:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self.second = ThreadPoolExecutor(1, thread_name_prefix="slurmdoc-ahead-read")
         self.thread = threading.Thread(target=self._run, args=(carry,), name="slurmdoc-ahead", daemon=True)
         self.thread.start()
 
@@ -429,10 +423,6 @@ class _Ahead:
                 data[:filled] = carry
                 got = 0
                 eof = False
-                if self.second is not None and BLOCK - filled >= 2 * READ_SPLIT:
-                    n = self._read_halves(view, filled)
-                    filled += n
-                    got += n
                 while filled < BLOCK:
                     n = self.f.readinto(view[filled:]) or 0
                     if n == 0:
@@ -455,24 +445,6 @@ class _Ahead:
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
             self.ready.put(("error", e))
 
-    def _read_halves(self, view: memoryview, filled: int) -> int:
-        """Fill view[filled:] from the file's position with two reads at once (copying from
-        the page cache is work for a core); the bytes read, and the position moved past them.
-        A short first half is the end of the file as it was: what the second half read past
-        it (a file still growing) is not taken."""
-        pos = self.f.tell()
-        mid = filled + (len(view) - filled) // 2
-        fd = self.f.fileno()
-        later = self.second.submit(os.preadv, fd, [view[mid:]], pos + mid - filled)  # type: ignore[union-attr]
-        try:
-            n = os.preadv(fd, [view[filled:mid]], pos)
-        finally:
-            m = later.result()
-        if n == mid - filled:
-            n += m
-        self.f.seek(pos + n)
-        return n
-
     def take(self) -> tuple:
         """The next block, once the one before is no longer used."""
         if self.held is not None:
@@ -488,8 +460,6 @@ class _Ahead:
         self.stopping = True
         self.free.put(None)
         self.thread.join()
-        if self.second is not None:
-            self.second.shutdown()
 
 
 class Scan:
