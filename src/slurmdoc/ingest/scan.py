@@ -386,9 +386,10 @@ def _hs_literal(w: bytes) -> bytes:
     """A literal as a Hyperscan expression (every non-alphanumeric byte escaped)."""
     return b"".join(bytes([c]) if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122) else b"\\x%02x" % c for c in w)
 
-# A regular file this much larger than what is left of its first block is read and searched
-# ahead of the parser: a thread reads the next blocks and finds their prefilter hits (with
-# the prefilter's helpers; reading and Hyperscan both run without the GIL) while this thread
+# An input with AHEAD_MIN blocks or more left after its first one (or of unknown size: gzip,
+# a pipe) is read and searched ahead of the parser, where the search runs on several cores: a
+# thread reads the next blocks (decompressing a gzip) and finds their prefilter hits (with
+# the prefilter's helpers; reading, zlib and Hyperscan run without the GIL) while this thread
 # parses the lines of the block before. Blocks in flight: AHEAD (bounded memory).
 AHEAD = 2
 AHEAD_MIN = 2  # blocks
