@@ -97,3 +97,14 @@ def test_lines_without_progress_words_are_cheap_to_reject():
     t = ActivityTracker()
     assert t._pre is not None and t._pre.search("NCCL INFO comm 0x55 rank 3 nranks 8 - Init COMPLETE") is None
     assert t._pre.search(" iteration      120/    1000 |") is not None
+
+
+def test_the_bundled_markers_kept_parsed_are_the_markers_parsed_from_their_file():
+    """The bundled markers come from a parse kept beside the bytecode: the same markers, in the
+    same order, with the same patterns and examples, as parsing the file now."""
+    from importlib import resources
+
+    text = resources.files("slurmdoc.ingest").joinpath("progress.yaml").read_text(encoding="utf-8")
+    kept, fresh = load_markers(), load_markers(text)
+    assert [(m.spec.model_dump(), m.rx.pattern) for m in kept] == [(m.spec.model_dump(), m.rx.pattern) for m in fresh]
+    assert len(kept) > 5

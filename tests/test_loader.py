@@ -559,3 +559,32 @@ def test_a_bad_conditional_fix_line_is_a_pack_error_naming_file_rule_and_field(t
     assert "disk-full.yaml" in msg and "rule 'disk-full'" in msg and field in msg, msg
     for w in words:
         assert w in msg, msg
+
+
+def test_yaml_parsed_once_is_kept_beside_the_bytecode_and_refused_when_it_does_not_fit(tmp_path, monkeypatch):
+    """A YAML text parsed in one run is taken from the cache in the next (no parse, no PyYAML);
+    another text, a damaged cache, or a run that may not write bytecode parses again."""
+    import sys as _sys
+
+    from slurmdoc.engine import loader as lm
+
+    cache = tmp_path / "__pycache__" / "x-parsed.marshal"
+    calls: list[str] = []
+
+    def parse(text):
+        calls.append(text)
+        return {"markers": [{"id": text.strip(), "n": 1}]}
+
+    def refuse(text):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(_sys, "dont_write_bytecode", False)
+    first = lm.parsed_yaml("a: 1\n", cache, parse)
+    assert lm.parsed_yaml("a: 1\n", cache, refuse) == first and calls == ["a: 1\n"]
+    assert lm.parsed_yaml("b: 2\n", cache, parse) == parse("b: 2\n")  # another text: parsed
+    cache.write_bytes(b"\x00junk")
+    assert lm.parsed_yaml("a: 1\n", cache, parse) == first and calls.count("a: 1\n") == 2
+    monkeypatch.setattr(_sys, "dont_write_bytecode", True)
+    cache.unlink()
+    lm.parsed_yaml("a: 1\n", cache, parse)
+    assert not cache.exists()

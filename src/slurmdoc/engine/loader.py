@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import importlib.util
 import marshal
 import os
 import re
@@ -12,10 +13,9 @@ import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import regex
-import yaml
 
 try:  # Python's own regex parser, to measure a pattern before `regex` compiles it
     import re._constants as _sre  # type: ignore[import-not-found]
@@ -188,11 +188,14 @@ def _digest(raw: bytes) -> str:
             own = Path(__file__).read_bytes()
         except OSError:
             own = os.urandom(16)  # no source to key on: nothing will match
-        try:  # what the parsed data depends on: the YAML reader
+        try:  # what the parsed data depends on: the YAML reader, and PyYAML's version (read
+            # from its package's source, not imported: a run that parses nothing needs no YAML)
             own += Path(safeyaml.__file__).read_bytes()
-        except OSError:
+            spec = importlib.util.find_spec("yaml")
+            own += Path(spec.origin).read_bytes() if spec is not None and spec.origin else b"no yaml"
+        except (OSError, ImportError, ValueError):
             own += os.urandom(16)
-        _SALT = hashlib.sha256(own + f"\0{sys.version}\0{regex.__version__}\0{yaml.__version__}\0".encode()).digest()
+        _SALT = hashlib.sha256(own + f"\0{sys.version}\0{regex.__version__}\0".encode()).digest()
     return hashlib.sha256(_SALT + raw).hexdigest()
 
 
@@ -220,9 +223,9 @@ def _write_checked(digests: set[str]) -> None:
             pass
 
 
-def _read_parsed() -> dict:
+def _read_parsed(path: Optional[Path] = None) -> dict:
     try:
-        with open(PARSED_CACHE, "rb") as f:
+        with open(path or PARSED_CACHE, "rb") as f:
             blob = f.read(MAX_PARSED_CACHE + 1)
         got = marshal.loads(blob) if len(blob) <= MAX_PARSED_CACHE else None
     except (OSError, EOFError, ValueError, TypeError):
@@ -239,19 +242,33 @@ def _marshals(data: object) -> bool:
     return True
 
 
-def _write_parsed(parsed: dict) -> None:
+def _write_parsed(parsed: dict, path: Optional[Path] = None) -> None:
     if sys.dont_write_bytecode:
         return
-    tmp = PARSED_CACHE.with_name(f"{PARSED_CACHE.name}.{os.getpid()}.tmp")
+    path = path or PARSED_CACHE
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        PARSED_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(marshal.dumps({k: v for k, v in parsed.items() if _marshals(v)}))
-        os.replace(tmp, PARSED_CACHE)
+        os.replace(tmp, path)
     except (OSError, ValueError):
         try:
             tmp.unlink()
         except OSError:
             pass
+
+
+def parsed_yaml(text: str, cache: Path, parse: Callable[[str], object]) -> object:
+    """`parse(text)`, or what it gave for the same text in an earlier run, kept in `cache`
+    (beside a module's bytecode, written only where Python writes bytecode; keyed by the
+    text's digest, the loader's and PyYAML's sources). The caller validates it either way."""
+    key = _digest(text.encode("utf-8", "surrogatepass"))
+    kept = _read_parsed(cache)
+    if key in kept:
+        return kept[key]
+    data = parse(text)
+    _write_parsed({key: data}, cache)
+    return data
 
 
 def load_file(path: Path, pack: str, released: bool = False, checked: Optional[set[str]] = None,
@@ -276,14 +293,20 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
         raise RuleError(fname, stem, None, f"cannot read: {e}")
     except safeyaml.YamlLimitError as e:
         raise RuleError(fname, stem, None, f"refused: {e.problem}")
+    cached = parsed is not None and digest in parsed
+    not_yaml: tuple = ()  # PyYAML's error, once PyYAML is imported to parse
+    if not cached:
+        import yaml
+
+        not_yaml = (yaml.YAMLError,)
     try:
-        if parsed is not None and digest in parsed:
-            data = parsed[digest]
+        if cached:
+            data = parsed[digest]  # type: ignore[index]
         else:
             data = safeyaml.load(raw_text)  # bounded, then safe: plain YAML types only
     except safeyaml.YamlLimitError as e:
         raise RuleError(f"{fname}:{e.line}" if e.line else fname, stem, None, f"refused: {e.problem}")
-    except yaml.YAMLError as e:
+    except not_yaml as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{fname}:{mark.line + 1}" if mark is not None else fname
         raise RuleError(where, stem, None, f"not valid YAML: {getattr(e, 'problem', None) or e}")

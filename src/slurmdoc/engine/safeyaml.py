@@ -14,20 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import yaml
-from yaml.events import (
-    AliasEvent,
-    DocumentEndEvent,
-    DocumentStartEvent,
-    MappingEndEvent,
-    MappingStartEvent,
-    ScalarEvent,
-    SequenceEndEvent,
-    SequenceStartEvent,
-    StreamEndEvent,
-    StreamStartEvent,
-)
-from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+# PyYAML is imported when a text is first parsed, not with this module: a run whose rule pack
+# and progress markers were parsed before (kept beside the bytecode) needs no YAML at all.
 
 MAX_BYTES = 1 << 20  # one rule file; the largest bundled one is a few KB
 MAX_DEPTH = 32  # nested collections (a rule file needs about 5)
@@ -36,9 +24,17 @@ MAX_KEYS = 1_000  # keys in one mapping
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
-# libyaml's parser when PyYAML was built with it (about 10x faster than the pure-Python
-# one, which matters at start-up); both leave construction to SafeConstructor
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER = None  # the parser; None: the one safe_loader() picks (tests set each in turn)
+
+
+def safe_loader():
+    """libyaml's parser when PyYAML was built with it (about 10x faster than the pure-Python
+    one, which matters at start-up); both leave construction to SafeConstructor."""
+    if _LOADER is not None:
+        return _LOADER
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class YamlLimitError(Exception):
@@ -73,7 +69,7 @@ def load(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES, m
     """
     if len(text) > max_chars:
         raise YamlLimitError(f"larger than {max_chars} characters")
-    loader = _LOADER(text)
+    loader = safe_loader()(text)
     try:
         node = _compose(loader, max_depth, max_nodes, max_keys)
         if node is None:
@@ -85,6 +81,20 @@ def load(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES, m
 
 def _compose(loader, max_depth: int, max_nodes: int, max_keys: int):
     """The one document's root node, composed without recursion, every limit checked as it grows."""
+    from yaml.events import (
+        AliasEvent,
+        DocumentEndEvent,
+        DocumentStartEvent,
+        MappingEndEvent,
+        MappingStartEvent,
+        ScalarEvent,
+        SequenceEndEvent,
+        SequenceStartEvent,
+        StreamEndEvent,
+        StreamStartEvent,
+    )
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
     event = loader.get_event()
     if not isinstance(event, StreamStartEvent):  # pragma: no cover - the parser always starts so
         raise YamlLimitError("not a YAML stream")

@@ -16,11 +16,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from slurmdoc.engine.loader import parsed_yaml
 from slurmdoc.engine.matcher import trie_regex
 from slurmdoc.models import LogLine, ProgressMark, RankActivity
 
@@ -83,11 +84,25 @@ class Marker:
         self.total = self.rx.groupindex.get("total", 0)
 
 
+# the bundled markers file as parsed, kept beside this module's bytecode (parsing it, and
+# importing PyYAML for it, was a few ms of every start-up); validated again on every run
+MARKERS_CACHE = Path(__file__).resolve().parent / "__pycache__" / "progress-parsed.marshal"
+
+
+def _parse(text: str) -> object:
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # safe: plain types only
+
+
 def load_markers(text: Optional[str] = None) -> list[Marker]:
     """Parse and validate a markers file (the bundled one when `text` is None)."""
     if text is None:
         text = resources.files("slurmdoc.ingest").joinpath("progress.yaml").read_text(encoding="utf-8")
-    data = MarkerFile.model_validate(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # safe: plain types only
+        raw = parsed_yaml(text, MARKERS_CACHE, _parse)
+    else:
+        raw = _parse(text)
+    data = MarkerFile.model_validate(raw)
     ids = [m.id for m in data.markers]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
