@@ -20,7 +20,6 @@ when lines were skipped (`skipped`), so it can stop trusting the timestamps it s
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import itertools
@@ -29,14 +28,13 @@ import queue
 import re
 import sys
 import threading
-import zlib
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, NoReturn, Optional
 
-from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, SNIFF, Gunzipped, Input, _Prefixed, _utf16_lines, damage, looks_binary, read_failure
+from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, READ_ERRORS, SNIFF, Gunzipped, Input, _Prefixed, _utf16_lines, damage, looks_binary, read_failure
 
 try:  # the accelerator: wheels exist for x86-64 Linux/Windows and macOS
     import hyperscan as _hs
@@ -395,11 +393,27 @@ AHEAD = 2
 AHEAD_MIN = 2  # blocks
 
 
+@dataclass(slots=True)
+class _Read:
+    """What the read-ahead hands over: a block (`data`, `filled` bytes of it, cut after a
+    newline at `end`, its `hits`), or a block full without a newline (`hits` None: the caller
+    reads on itself), or the input's end (`data` None), or the `error` that stopped it;
+    `read`: the bytes read from the input for it."""
+
+    read: int = 0
+    data: Optional[bytearray] = None
+    filled: int = 0
+    end: int = 0
+    eof: bool = False
+    hits: Optional[list[int]] = None
+    error: Optional[BaseException] = None
+
+
 class _Ahead:
     """Reads the rest of a file in blocks on its own thread, each ending after a newline (the
     bytes after it begin the next one) and with its prefilter hits found, as Scan's loop would
     have; `take` hands them over in order. A block full without a newline (a line longer than a
-    block) ends the read-ahead: it is handed over marked `long`, and the caller reads on itself."""
+    block) ends the read-ahead: it is handed over without hits, and the caller reads on itself."""
 
     def __init__(self, f, prefilter: Prefilter, carry: bytes) -> None:
         self.f = f
@@ -433,28 +447,27 @@ class _Ahead:
                     got += n
                 view.release()
                 if eof and filled == 0:
-                    self.ready.put(("end", got))
+                    self.ready.put(_Read(got))
                     return
                 end = filled if eof else data.rfind(b"\n", 0, filled) + 1
                 if end == 0:  # a line longer than the block: the caller reads it, and on
-                    self.ready.put(("long", data, filled, got))
+                    self.ready.put(_Read(got, data, filled))
                     return
                 carry = bytes(data[end:filled])
-                self.ready.put(("block", data, filled, end, eof, self.prefilter.find(data, end), got))
+                self.ready.put(_Read(got, data, filled, end, eof, self.prefilter.find(data, end)))
                 if eof:
                     return
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-            self.ready.put(("error", e))
+            self.ready.put(_Read(error=e))
 
-    def take(self) -> tuple:
+    def take(self) -> _Read:
         """The next block, once the one before is no longer used."""
         if self.held is not None:
             self.free.put(self.held)
             self.held = None
-        item = self.ready.get()
-        if item[0] in ("block", "long"):
-            self.held = item[1]
-        return item
+        got = self.ready.get()
+        self.held = got.data
+        return got
 
     def stop(self) -> None:
         """End the thread and wait for it (the file is closed after this)."""
@@ -544,9 +557,13 @@ class Scan:
     def _read(self, f, view: memoryview) -> int:
         try:
             return f.readinto(view) or 0
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
-            self.warnings.append(read_failure(self.inp.info.path, e, self.lines))
-            raise _Stop from None
+        except READ_ERRORS as e:
+            self._read_failed(e)
+
+    def _read_failed(self, e: BaseException) -> NoReturn:
+        """A read of the input failed (here or on the read-ahead thread): say so, and stop it."""
+        self.warnings.append(read_failure(self.inp.info.path, e, self.lines))
+        raise _Stop from None
 
     def _scan(self, f) -> Iterator[tuple[int, str, bool]]:
         b = self.budget
@@ -572,23 +589,21 @@ class Scan:
             while not eof or filled:
                 found: Optional[list[int]] = None  # the block's hits, found by the read-ahead
                 if ahead is not None:
-                    item = ahead.take()
-                    if item[0] == "error":
-                        e = item[1]
-                        if isinstance(e, (EOFError, zlib.error, gzip.BadGzipFile, OSError)):
-                            self.warnings.append(read_failure(self.inp.info.path, e, self.lines))
-                            raise _Stop from None
-                        raise e
-                    if item[-1] and self.on_bytes is not None:
-                        self.on_bytes(item[-1])
-                    if item[0] == "end":
+                    got = ahead.take()
+                    if got.error is not None:
+                        if isinstance(got.error, READ_ERRORS):
+                            self._read_failed(got.error)
+                        raise got.error
+                    if got.read and self.on_bytes is not None:
+                        self.on_bytes(got.read)
+                    if got.data is None:  # the end of the input
                         break
-                    if item[0] == "long":  # read on here, block by block
-                        _, data, filled, _ = item
+                    data, filled = got.data, got.filled
+                    if got.hits is None:  # a line longer than the block: read on here
                         ahead.stop()
                         ahead = None
                     else:
-                        _, data, filled, end, eof, found, _ = item
+                        end, eof, found = got.end, got.eof, got.hits
                     view = memoryview(data)
                 elif not eof and filled < BLOCK:
                     n = self._read(f, view[filled:])

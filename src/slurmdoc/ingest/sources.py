@@ -182,7 +182,7 @@ class _Salvage(io.RawIOBase):
             return 0
         try:
             data = self.gz.read1(min(len(b), 1 << 16))
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+        except READ_ERRORS as e:
             self.error = e
             return 0
         b[: len(data)] = data
@@ -204,6 +204,9 @@ def damage(f: BinaryIO, name: str, lines: int) -> Optional[str]:
     """The warning for a gzip input that ended in damage, once it has been read to its end."""
     e = f.raw.error if isinstance(f, Gunzipped) else None  # type: ignore[attr-defined]
     return None if e is None else read_failure(name, e, lines)
+
+
+READ_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, OSError)  # what reading an input may raise
 
 
 def read_failure(name: str, e: BaseException, lines: int) -> str:
@@ -414,7 +417,7 @@ def read_lines(inp: Input, warnings: list[str], on_bytes: Optional[Callable[[int
         while True:
             try:
                 chunk = f.readline(MAX_LINE)
-            except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+            except READ_ERRORS as e:
                 warnings.append(read_failure(name, e, lineno))
                 return
             if not chunk:
