@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurmdoc.ingest.prefix import ISO_TS, LOGGING_HEAD, PrefixParser, _logging_head, classify_origin, parse_ts
+from slurmdoc.ingest.prefix import ISO_TS, LAUNCHER_MARKS, LAUNCHER_WORDS, LOGGING_HEAD, PrefixParser, _logging_head, classify_origin, parse_ts
 from slurmdoc.models import SourceInfo
 
 SRC = SourceInfo(index=0, path="job.log")
@@ -290,3 +290,9 @@ def test_lines_of_one_printer_share_its_rank_and_stream():
     # the same stream read from a source with a node hint: that source's own RankRef
     c = p.parse(SourceInfo(index=0, path="node2.log", node_index_hint=2), 3, "[rank3]: z")
     assert c.who.node_index == 2 and a.who.node_index is None and c.stream == a.stream
+
+
+def test_every_launcher_mark_holds_a_word_the_cheap_test_looks_for():
+    """A line is tried for a launcher's marks only when its head holds one of LAUNCHER_WORDS:
+    a mark without any of them would never be found."""
+    assert all(any(w in m for w in LAUNCHER_WORDS) for m in LAUNCHER_MARKS)

@@ -595,7 +595,7 @@ def _leave(code: object) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a reader that left: the verdict still stands
+        except Exception:  # noqa: BLE001 - a reader that left: the verdict still stands
             pass
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
@@ -603,7 +603,6 @@ def _leave(code: object) -> None:
 def _main_epilog() -> None:
     """`slurmdoc epilog` exits 0 whatever happens, a usage error included: a non-zero Epilog
     drains the node. Anything wrong is one line on stderr."""
-    code = 0
     try:
         app(standalone_mode=False)
     except SystemExit:
@@ -612,11 +611,7 @@ def _main_epilog() -> None:
         fmt = getattr(e, "format_message", None)
         msg = fmt() if callable(fmt) else f"internal error: {type(e).__name__}: {e}"
         _err("epilog: " + " ".join(str(msg).split()))
-    try:
-        sys.stdout.flush()
-    except Exception:  # noqa: BLE001
-        pass
-    os._exit(code)
+    _leave(0)
 
 
 if __name__ == "__main__":

@@ -269,20 +269,15 @@ class Matcher:
         exception it started with rather than by the wrapper raised last.
         """
         t0 = perf_counter()
-        required = self._required
         try:
             for ex in rule.excludes:
-                lit = required.get(ex)
-                if lit is None:
-                    lit = required[ex] = required_literal(ex.pattern, ex.flags)
+                lit = self._literal(ex)
                 if lit and lit not in text:
                     continue
                 if ex.search(text, timeout=MATCH_TIMEOUT, concurrent=False):
                     return None
             for pat in rule.patterns:
-                lit = required.get(pat)
-                if lit is None:
-                    lit = required[pat] = required_literal(pat.pattern, pat.flags)
+                lit = self._literal(pat)
                 if origin is not None and (not lit or lit in origin):
                     m = pat.search(origin, timeout=MATCH_TIMEOUT, concurrent=False)
                     if m:
@@ -298,6 +293,13 @@ class Matcher:
         finally:
             self._charge(rule, perf_counter() - t0)
         return None
+
+    def _literal(self, rx) -> str:
+        """The pattern's required_literal, read the first time it is tried."""
+        lit = self._required.get(rx)
+        if lit is None:
+            lit = self._required[rx] = required_literal(rx.pattern, rx.flags)
+        return lit
 
     def _charge(self, rule: Rule, seconds: float) -> None:
         """Count time a rule's regexes spent; past RULE_TIME_BUDGET the rule is dropped."""

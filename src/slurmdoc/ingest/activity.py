@@ -22,6 +22,7 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from slurmdoc.engine.loader import parsed_yaml
+from slurmdoc.engine.safeyaml import safe_loader
 from slurmdoc.engine.matcher import trie_regex
 from slurmdoc.models import LogLine, ProgressMark, RankActivity
 
@@ -92,7 +93,7 @@ MARKERS_CACHE = Path(__file__).resolve().parent / "__pycache__" / "progress-pars
 def _parse(text: str) -> object:
     import yaml
 
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # safe: plain types only
+    return yaml.load(text, Loader=safe_loader())  # safe: plain types only
 
 
 def load_markers(text: Optional[str] = None) -> list[Marker]:

@@ -83,6 +83,23 @@ LAUNCHER_MARKS = (
     "[launch.py:",
     "deepspeed/launcher/",
 )
+# every launcher mark holds one of these (tests/test_prefix.py checks it): a line without
+# any of them in its head is no launcher's record, and one that starts with none of the
+# scheduler's first letters is no scheduler's
+LAUNCHER_WORDS = ("torch", "launch")
+_SCHEDULER_FIRST = frozenset(s[0] for s in SCHEDULER_STARTS)
+
+
+def _names_launcher(text: str) -> bool:
+    for w in LAUNCHER_WORDS:  # (a loop, not any(): this runs for most parsed lines)
+        if text.find(w, 0, 160) >= 0:
+            return True
+    return False
+
+
+def _may_have_origin(text: str) -> bool:
+    """Could classify_origin name an origin for `text` (its cheap tests, before the call)?"""
+    return text[:1] in _SCHEDULER_FIRST or _names_launcher(text)
 
 
 def _frac(s: Optional[str]) -> int:
@@ -196,8 +213,7 @@ def classify_origin(text: str, logged: bool = False) -> Optional[str]:
     it starts with (`torch.distributed.elastic.multiprocessing.api: [ERROR] failed ...`)."""
     if text.startswith(SCHEDULER_STARTS):
         return "scheduler"
-    # every mark holds `torch` or `launch`: a line with neither in its head is no launcher's
-    if text and (text.find("torch", 0, 160) >= 0 or text.find("launch", 0, 160) >= 0) and (logged or LOG_RECORD.match(text)):
+    if text and _names_launcher(text) and (logged or LOG_RECORD.match(text)):
         for mark in LAUNCHER_MARKS:
             if text.find(mark, 0, 160) >= 0:
                 return "launcher"
@@ -485,8 +501,7 @@ class PrefixParser:
             origin = inherit.origin
             return LogLine(src.index, lineno, raw, 0, text, origin, who, inherit.node, inherit.tag, ts, inherit.stream)
 
-        # (classify_origin's first tests, here to spare most lines the call)
-        origin = classify_origin(text, logged) if text[:1] == "s" or text.find("torch", 0, 160) >= 0 or text.find("launch", 0, 160) >= 0 else None
+        origin = classify_origin(text, logged) if _may_have_origin(text) else None  # (most lines spared the call)
         if origin is not None:
             # launcher/scheduler lines name ranks in their text; the prefix only gives the node
             who, stream = self._printer((src.index, origin, label, host), src, label, None, None, False)
