@@ -245,11 +245,11 @@ def test_a_helper_that_gets_no_cpu_holds_up_one_piece_at_most(monkeypatch):
     took: list[str] = []
     real_scan = p._scan
 
-    def scan(view, start, end, scratch):
+    def scan(view, start, end, scratch, *rest):
         took.append("helper" if scratch is not None else "caller")
         if scratch is not None:
             th.Event().wait(0.5)  # the helper sits on its first piece for half a second
-        return real_scan(view, start, end, scratch)
+        return real_scan(view, start, end, scratch, *rest)
 
     monkeypatch.setattr(p, "_scan", scan)
     assert p._find_parallel(buf, len(buf)) == whole
@@ -309,7 +309,7 @@ def test_big_blocks_are_scanned_in_parts_where_there_are_cores(monkeypatch):
     more than one part (one per core); smaller blocks and one core keep the one-thread scan."""
     p = Prefilter(["Error"], [], engine="hyperscan")
     calls = []
-    monkeypatch.setattr(p, "_find_parallel", lambda buf, end: calls.append(end) or [])
+    monkeypatch.setattr(p, "_find_parallel", lambda buf, end, *rest: calls.append(end) or [])
     big = bytearray(b"line Error\n" * (scan_mod.PARALLEL_MIN // 11 + 1))
     p._parts = 2
     p.find(bytearray(b"Error\n"), 6)
@@ -592,3 +592,92 @@ def test_a_reader_left_early_stops_its_read_ahead(tmp_path, keywords, monkeypatc
     s.close()
     assert not any(t.name.startswith("slurmdoc-ahead") for t in th.enumerate())
     assert th.active_count() <= before + 1  # the prefilter's own helper may stay for the next block
+
+
+# A progress bar that names the run on every line ("Training", a keyword of the clean-end
+# rule, which is judged line by line): each line is a hit, and without the quiet search every
+# window would join the next and the whole log be parsed
+_NOISY = "[rank{r}]: Training: epoch 0 step {i}/3000 loss {l}.{r}1 lr 1e-4"
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="the quiet search is Hyperscan's")
+@pytest.mark.parametrize(
+    "events",
+    [
+        # events of rules judged line by line, inside the noise: the quiet search must find them
+        {1500: "[rank2]: Training: epoch 0 step 1500/3000 loss=nan", 2999: "[rank1]: 2030-01-01 00:00:09 | ERROR | trainer | the parameter server went away"},
+        # an error outlived by a clean end of training (the run went on and ended well)
+        {1000: "[rank2]: 2030-01-01 00:00:09 | ERROR | loader | shard 17 unreadable, skipped", 2000: "[rank0]: Training completed in 1:02:03."},
+        # a traceback: its keywords are never guarded
+        {1200: "[rank3]: Training: epoch 0 step 1200/3000 loss=nan", 2999: "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"/srv/train.py\", line 9, in <module>\n"
+               "[rank1]:     step()\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"},
+    ],
+)
+def test_a_keyword_on_every_line_is_searched_quietly_and_changes_no_finding(events, tmp_path):
+    lines = []
+    for i in range(3000):
+        for r in range(4):
+            lines.append(_NOISY.format(r=r, i=i, l=1 + i % 7))
+        if i in events:
+            lines.extend(events[i].split("\n"))
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    exact = _json([str(log)], budget=None)
+    assert exact["root_cause"] is not None or exact["handled"]
+    stats: dict = {}
+    # no head; a tail, as every input has (each rank's last line says it went on)
+    quiet = _json([str(log)], budget=Budget(head=0, min_head=0, tail=4 << 10, min_tail=4 << 10), stats=stats)
+    assert _key(quiet) == _key(exact) and quiet["handled"] == exact["handled"]
+    assert any("only the lines a rule may match" in w for w in quiet["warnings"])
+    assert stats["parsed"] < len(lines) // 20  # not the whole log
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="the quiet search is Hyperscan's")
+def test_no_quiet_search_for_unguarded_keywords_or_an_input_read_whole(tmp_path):
+    """Keywords that also mark tracebacks (`Error`) are never guarded: a block dense with them
+    is searched as always; nor is an input its head and tail cover searched quietly."""
+    log = tmp_path / "job.log"
+    log.write_text("".join(f"[rank{i % 4}]: step {i} val Error 0.{i}\n" for i in range(4000)))
+    assert not any("only the lines" in w for w in _json([str(log)], budget=NOTHING)["warnings"])
+    log.write_text("".join(_NOISY.format(r=i % 4, i=i, l=3) + "\n" for i in range(4000)))
+    assert any("only the lines" in w for w in _json([str(log)], budget=NOTHING)["warnings"])
+    assert not any("only the lines" in w for w in _json([str(log)])["warnings"])  # the default head and tail hold it
+
+
+def test_a_dense_block_is_one_with_a_guarded_keyword_on_a_quarter_of_its_lines_or_more():
+    data = bytearray(b"x\n" * 4000)
+    assert scan_mod.dense(1000, data, len(data)) and not scan_mod.dense(999, data, len(data))
+    assert not scan_mod.dense(scan_mod.DENSE_MIN - 1, data, 2 * (scan_mod.DENSE_MIN - 1))  # too few to judge
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="the quiet search is Hyperscan's")
+def test_the_quiet_search_is_kept_like_bytecode_and_keyed_by_what_it_is_made_of(tmp_path, monkeypatch, keywords):
+    """Guards cost tens of ms and their database over a hundred to compile: both are kept
+    beside the bytecode, loaded while what they are made of is the same, made again when it
+    changes or the file is damaged."""
+    from slurmdoc.engine.superset import line_guards
+
+    cs, ci = keywords
+    monkeypatch.setattr(scan_mod, "HS_CACHE", tmp_path / "__pycache__" / "prefilter.hsdb")
+    monkeypatch.setattr(scan_mod.sys, "dont_write_bytecode", False)
+    guards = line_guards(load_rulebook(None).rules)
+    made: list[int] = []
+
+    def make():
+        made.append(1)
+        return guards
+
+    buf = bytearray(b"1: Training: step 3\n2: Training completed in 1:00:00\n3: ERROR | x | y\n")
+    first = Prefilter(cs, ci, engine="hyperscan", guards=make, guards_key=lambda: b"pack-1")
+    assert first.can_quiet and made == [1]
+    want = first.find(buf, len(buf), quiet=True)
+    assert {buf.count(b"\n", 0, h) for h in want} == {1, 2}  # the clean end and the error, not the step
+    again = Prefilter(cs, ci, engine="hyperscan", guards=make, guards_key=lambda: b"pack-1")
+    assert again.can_quiet and made == [1] and again._loud == first._loud and again.find(buf, len(buf), quiet=True) == want
+    assert Prefilter(cs, ci, engine="hyperscan", guards=make, guards_key=lambda: b"pack-2").can_quiet and made == [1, 1]
+    path = scan_mod._hs_path(True)
+    for junk in (b"", path.read_bytes()[:-9]):
+        path.write_bytes(junk)
+        p = Prefilter(cs, ci, engine="hyperscan", guards=make, guards_key=lambda: b"pack-2")
+        assert p.can_quiet and p.find(buf, len(buf), quiet=True) == want
+    assert made == [1, 1, 1, 1]

@@ -86,17 +86,24 @@ def iter_loglines(inputs: list[Input], warnings: list[str], on_bytes: Optional[C
 _PREFILTERS: dict[tuple, Prefilter] = {}
 
 
-def _prefilter(keywords: tuple[list[str], list[str]], engine: str) -> Prefilter:
-    """The compiled prefilter of a keyword set, built once per process: a scan of thousands of
-    jobs diagnoses each with the same rules (compiling costs tens of ms per job)."""
-    key = (tuple(keywords[0]), tuple(keywords[1]), engine)
+def _prefilter(matcher: Matcher, engine: str) -> Prefilter:
+    """The compiled prefilter of a rule set's keywords, built once per process: a scan of
+    thousands of jobs diagnoses each with the same rules (compiling costs tens of ms per job).
+    The keywords of rules that can be judged line by line are guarded by the rules' line
+    supersets (a quiet search, for a log with such a keyword on almost every line)."""
+    keywords = matcher.keywords
+    key = (tuple(keywords[0]), tuple(keywords[1]), engine, tuple(sorted(r.id for r in matcher.book.rules)))
     pf = _PREFILTERS.get(key)
     if pf is None:
         if len(_PREFILTERS) >= 4:
             _PREFILTERS.clear()
         # a colour code can split a keyword in the raw bytes (`: \x1b[31merror\x1b[0m: `): a
         # coloured line is read whole, its codes taken off, and the rules' keywords tried again
-        pf = _PREFILTERS[key] = Prefilter([*keywords[0], "\x1b["], keywords[1], engine=engine)
+        from slurmdoc.engine.superset import guards_key, line_guards
+
+        rules = matcher.book.rules
+        pf = _PREFILTERS[key] = Prefilter([*keywords[0], "\x1b["], keywords[1], engine=engine,
+                                          guards=lambda: line_guards(rules), guards_key=lambda: guards_key(rules))
     return pf
 
 
@@ -153,7 +160,7 @@ def diagnose(
         if engine not in ENGINES:
             raise InputError(f"SLURMDOC_PREFILTER={engine!r} is not a prefilter", f"use one of {', '.join(ENGINES)}")
         try:
-            prefilter = _prefilter(matcher.keywords, engine)
+            prefilter = _prefilter(matcher, engine)
         except RuntimeError as e:
             raise InputError(f"SLURMDOC_PREFILTER={engine}: {e}", "install it, or use auto") from None
     tracker = ActivityTracker()

@@ -108,13 +108,45 @@ def block_size() -> int:
     return BLOCK
 
 
-class Prefilter:
-    """Offsets of trigger literals in a block of bytes."""
+# A block is dense when guarded literals (see Prefilter) hit in it DENSE_MIN times or more,
+# and on a DENSE_SHARE of its lines or more: from then on the input is searched quietly
+DENSE_MIN = 512
+DENSE_SHARE = 4  # one line in four
 
-    def __init__(self, case_sensitive: list[str], ignore_case: list[str], engine: str = "auto") -> None:
+
+def dense(loud: int, data: bytearray, end: int) -> bool:
+    """Whether `loud` hits of guarded literals in data[:end] make the block dense."""
+    return loud >= DENSE_MIN and loud * DENSE_SHARE >= count_lf(data, 0, end)
+
+
+class Prefilter:
+    """Offsets of trigger literals in a block of bytes.
+
+    `guards` (Hyperscan only): for a literal whose rules can all be judged line by line, the
+    line supersets of those rules' patterns (engine.superset). Searched for in place of the
+    literal, they find the lines where one of the rules may match, not every line holding the
+    literal: a quiet search (`quiet=True`), for an input where the literal is on almost every
+    line (a progress bar saying `Training`) and each hit would open a window to parse.
+    """
+
+    def __init__(
+        self,
+        case_sensitive: list[str],
+        ignore_case: list[str],
+        engine: str = "auto",
+        guards: Optional[Callable[[], dict[tuple[str, bool], tuple[str, ...]]]] = None,
+        guards_key: Optional[Callable[[], bytes]] = None,
+    ) -> None:
         words = [(w.encode("utf-8"), False) for w in case_sensitive] + [(w.encode("utf-8"), True) for w in ignore_case]
         self.engine = "none"
         self._db = None
+        self._quiet_db = None  # the quiet search's database: the unguarded literals, the supersets
+        self._quiet_long: dict[int, tuple[bytes, bool]] = {}
+        self._loud: frozenset[int] = frozenset()  # ids of the literals that only guarded words hold
+        self._guards: Optional[Callable[[], dict[tuple[str, bool], tuple[str, ...]]]] = None  # until armed
+        self._guards_key: Optional[Callable[[], bytes]] = None  # the digest of what the guards are made from
+        self._words: list[tuple[bytes, bool]] = []
+        self._kept: list[tuple[bytes, bool]] = []
         self._queues: list = []  # the helper threads of a parallel scan (one per core but one)
         self._helper_pid = -1  # the process they were started in
         # a part boundary is a newline: no literal may span one
@@ -125,20 +157,11 @@ class Prefilter:
             return
         if engine in ("auto", "hyperscan") and _hs is not None:
             kept = covering(words)
-            self._long = {i: (w.lower() if ci else w, ci) for i, (w, ci) in enumerate(kept) if len(w) > HS_HEAD}
-            key = _hs_key(words)
-            db = _hs_load(key)
-            if db is None:
-                db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-                db.compile(
-                    expressions=[_hs_literal(w[:HS_HEAD]) for w, _ in kept],
-                    ids=list(range(len(kept))),
-                    elements=len(kept),
-                    flags=[_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in kept],
-                )
-                _hs_keep(key, db)
-            self._db = db
+            self._long = _long_literals(kept)
+            self._db = _hs_database(words, kept)
             self.engine = "hyperscan"
+            self._guards, self._guards_key = guards, guards_key
+            self._words, self._kept = words, kept
             return
         if engine == "hyperscan":
             raise RuntimeError("hyperscan is not installed")
@@ -173,20 +196,66 @@ class Prefilter:
         """Whether a search runs on several cores without the GIL (then reading ahead pays)."""
         return self._db is not None and self._parts > 1
 
-    def find(self, buf: bytearray, end: int) -> list[int]:
-        """Sorted offsets (somewhere inside each match) of every literal in buf[:end]."""
-        if self._db is not None:
-            if self._parts > 1 and end >= PARALLEL_MIN:
-                return self._find_parallel(buf, end)
-            return self._scan(memoryview(buf), 0, end, None)
-        if self._re is not None:
-            return [m.start() for m in self._re.finditer(buf, 0, end)]
-        return []
+    @property
+    def can_quiet(self) -> bool:
+        """Whether a quiet search exists (some literal is guarded). Built on first asking (an
+        input big enough to skip in): the guards cost tens of ms to make, the database over a
+        hundred to compile; both are kept beside the bytecode, keyed by what they are made of."""
+        if self._guards is not None:
+            make, self._guards = self._guards, None
+            words = self._words
+            path = _hs_path(True)
+            made_of = self._guards_key() if self._guards_key is not None else b""
+            key = _hs_key(words, [made_of.hex()]) if made_of else b""
+            kept = _hs_load_quiet(key, path) if key else None
+            if kept is not None:
+                db, held = kept
+            else:
+                guards = make()
+                held = {(w.encode("utf-8"), ci) for (w, ci) in guards}
+                rest = covering([w for w in words if w not in held])
+                exprs = sorted({e for es in guards.values() for e in es})
+                if not exprs:
+                    return False
+                try:
+                    db = _hs_compile(rest, exprs)
+                except Exception:  # noqa: BLE001 - an expression Hyperscan refuses (a rule of the user's): no quiet search
+                    return False
+                if key:
+                    _hs_keep(key + _held_blob(held), db, path)
+            loud = _loud_ids(self._kept, words, held)
+            if loud:
+                self._quiet_db = db
+                self._quiet_long = _long_literals(covering([w for w in words if w not in held]))
+                self._loud = loud
+        return self._quiet_db is not None
 
-    def _scan(self, view: memoryview, start: int, end: int, scratch: object) -> list[int]:
+    def find(self, buf: bytearray, end: int, quiet: bool = False) -> list[int]:
+        """Sorted offsets (somewhere inside each match) of every literal in buf[:end]; quiet:
+        of the unguarded literals and of the guarded literals' line supersets."""
+        return self.search(buf, end, quiet)[0]
+
+    def search(self, buf: bytearray, end: int, quiet: bool = False) -> tuple[list[int], int]:
+        """find()'s offsets, and how many of them are hits of guarded literals (0 when quiet)."""
+        if self._db is not None:
+            db, long, loud = (self._quiet_db, self._quiet_long, frozenset()) if quiet and self._quiet_db is not None else (self._db, self._long, self._loud)
+            held = [0]
+            if self._parts > 1 and end >= PARALLEL_MIN:
+                return self._find_parallel(buf, end, db, long, loud, held), held[0]
+            return self._scan(memoryview(buf), 0, end, None, db, long, loud, held), held[0]
+        if self._re is not None:
+            return [m.start() for m in self._re.finditer(buf, 0, end)], 0
+        return [], 0
+
+    def _scan(self, view: memoryview, start: int, end: int, scratch: object, db=None, long: Optional[dict] = None,
+              loud: frozenset = frozenset(), held: Optional[list[int]] = None) -> list[int]:
+        """Offsets found in view[start:end] by `db` (the search's by default), `long` its long
+        literals; hits of the literals in `loud` are counted into held[0]."""
+        if db is None:
+            db, long = self._db, self._long
         out: list[int] = []
         add = out.append
-        long = self._long
+        n = 0
 
         def on_match(i: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
             if i in long:  # only the literal's first HS_HEAD bytes were searched for
@@ -197,13 +266,19 @@ class Prefilter:
                 got = view[s:s + len(w)].tobytes()
                 if (got.lower() if ci else got) != w:
                     return
+            if i in loud:
+                nonlocal n
+                n += 1
             add(start + to - 1)
 
-        self._db.scan(view[start:end], match_event_handler=on_match, scratch=scratch)  # type: ignore[union-attr]
+        db.scan(view[start:end], match_event_handler=on_match, scratch=scratch)
         out.sort()
+        if held is not None:
+            held[0] += n
         return out
 
-    def _find_parallel(self, buf: bytearray, end: int) -> list[int]:
+    def _find_parallel(self, buf: bytearray, end: int, db=None, long: Optional[dict] = None,
+                       loud: frozenset = frozenset(), held: Optional[list[int]] = None) -> list[int]:
         """The same offsets. The block is cut after newlines into pieces of about
         PARALLEL_PIECE bytes, and the calling thread and a helper thread per other core each
         take the next piece left until none is (the scan runs without the GIL). The helpers
@@ -215,9 +290,11 @@ class Prefilter:
             at = cuts[-1] + PARALLEL_PIECE
             nl = buf.find(b"\n", at - 1, end) if at < end else -1
             cuts.append(nl + 1 if nl >= 0 else end)
+        if db is None:
+            db, long = self._db, self._long
         if len(cuts) <= 2:
-            return self._scan(memoryview(buf), 0, end, None)
-        job = _Job(self, buf, cuts)
+            return self._scan(memoryview(buf), 0, end, None, db, long, loud, held)
+        job = _Job(self, buf, cuts, db, long, loud)
         for q in self._helpers():
             q.put(job)
         try:
@@ -230,6 +307,8 @@ class Prefilter:
         out: list[int] = []
         for f in job.found:
             out.extend(f)
+        if held is not None:
+            held[0] += sum(job.held)
         return out
 
     def _helpers(self) -> list:
@@ -240,7 +319,7 @@ class Prefilter:
             self._helper_pid = os.getpid()
             for _ in range(self._parts - 1):
                 q: queue.SimpleQueue = queue.SimpleQueue()
-                threading.Thread(target=_helper, args=(q, _hs.Scratch(self._db)), daemon=True).start()
+                threading.Thread(target=_helper, args=(q,), daemon=True).start()
                 self._queues.append(q)
         return self._queues
 
@@ -251,17 +330,19 @@ class Prefilter:
                 q.put(None)
 
 
-# The compiled Hyperscan database of the last literal set, kept beside this module's bytecode
-# (compiling ~320 literals is several ms of every start-up): the digest of what it was
+# The compiled Hyperscan databases of the last literal set, kept beside this module's bytecode
+# (compiling ~320 literals is several ms of every start-up): the digest of what each was
 # compiled from, then Hyperscan's own serialised form, which it refuses to load on a
 # machine or a version it does not fit (then it is compiled again). Written like bytecode.
+# One file for the search, one for the quiet search.
 HS_CACHE = Path(__file__).resolve().parent / "__pycache__" / "prefilter.hsdb"
 MAX_HS_CACHE = 64 << 20
 
 
-def _hs_key(words: list[tuple[bytes, bool]]) -> bytes:
+def _hs_key(words: list[tuple[bytes, bool]], exprs: list[str]) -> bytes:
     """The digest of a literal set, and of what its database is made with: this module's
-    source (which literals are kept, how they are written), Hyperscan's and Python's versions."""
+    source (which literals are kept, how they are written), Hyperscan's and Python's versions;
+    and of the expressions searched for beside the literals."""
     try:
         own = Path(__file__).read_bytes()
     except OSError:
@@ -269,7 +350,105 @@ def _hs_key(words: list[tuple[bytes, bool]]) -> bytes:
     h = hashlib.sha256(own + f"\0{_hs.__version__}\0{sys.version}\0{HS_HEAD}\0".encode())
     for w, ci in words:
         h.update(b"%d:%d:%s\0" % (ci, len(w), w))
+    for e in exprs:
+        h.update(b"e%d:%s\0" % (len(e), e.encode()))
     return h.digest()
+
+
+def _hs_path(quiet: bool) -> Path:
+    return HS_CACHE.with_name("prefilter-quiet.hsdb") if quiet else HS_CACHE
+
+
+def _hs_database(words: list[tuple[bytes, bool]], kept: list[tuple[bytes, bool]]):
+    """The search's database (the `kept` literals of `words`): loaded from its cache when that
+    holds it, else compiled and kept."""
+    key = _hs_key(words, [])
+    db = _hs_load(key)
+    if db is None:
+        db = _hs_compile(kept, [])
+        _hs_keep(key, db)
+    return db
+
+
+def _hs_compile(kept: list[tuple[bytes, bool]], exprs: list[str]):
+    """A database finding the `kept` literals (ids 0..) and the expressions (ids after them)."""
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(
+        expressions=[_hs_literal(w[:HS_HEAD]) for w, _ in kept] + [e.encode() for e in exprs],
+        ids=list(range(len(kept) + len(exprs))),
+        elements=len(kept) + len(exprs),
+        # an expression may only find more than its pattern would (prefilter mode)
+        flags=[_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in kept] + [_hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_ALLOWEMPTY] * len(exprs),
+    )
+    return db
+
+
+def _held_blob(held: set) -> bytes:
+    """The guarded literals, as kept in the quiet search's cache after its key: a count, then
+    each as ignore-case flag, length, bytes."""
+    out = [b"%08d" % len(held)]
+    for w, ci in sorted(held):
+        out.append(b"%d%08d" % (ci, len(w)) + w)
+    return b"".join(out)
+
+
+def _hs_load_quiet(key: bytes, path: Path):
+    """(database, guarded literals) from the quiet search's cache, or None."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read(MAX_HS_CACHE + 1)
+        if len(blob) > MAX_HS_CACHE or blob[: len(key)] != key:
+            return None
+        at = len(key)
+        n = int(blob[at:at + 8])
+        at += 8
+        held = set()
+        for _ in range(n):
+            ci, size = blob[at:at + 1] == b"1", int(blob[at + 1:at + 9])
+            held.add((bytes(blob[at + 9:at + 9 + size]), ci))
+            at += 9 + size
+        db = _hs.loadb(blob[at:], _hs.HS_MODE_BLOCK)
+        db.scratch = _hs.Scratch(db)
+        return db, held
+    except Exception:  # noqa: BLE001 - unreadable, damaged, another machine's: make it again
+        return None
+
+
+def _long_literals(kept: list[tuple[bytes, bool]]) -> dict[int, tuple[bytes, bool]]:
+    """Hyperscan id -> a kept literal longer than HS_HEAD (searched for by its head)."""
+    return {i: (w.lower() if ci else w, ci) for i, (w, ci) in enumerate(kept) if len(w) > HS_HEAD}
+
+
+def _loud_ids(kept: list[tuple[bytes, bool]], words: list[tuple[bytes, bool]], held: set) -> frozenset[int]:
+    """Ids of the kept literals every hit of which is a guarded literal's (one in `held`). A
+    hit of a kept literal stands for each literal holding it (covering left those out): the
+    exact ones holding it exactly and, when it ignores case, any holding it in any case. Each
+    is looked for in all the literals at once, as covering does."""
+    if any(b"\0" in w for w, _ in words):
+        return frozenset()  # the separator below: guard nothing
+    text = b"\0".join(w for w, _ in words)
+    low = text.lower()
+    starts = []
+    at = 0
+    for w, _ in words:
+        starts.append(at)
+        at += len(w) + 1
+    loud = set()
+    for k, (w0, ci0) in enumerate(kept):
+        hay, needle = (low, w0.lower()) if ci0 else (text, w0)
+        stands = False
+        i = hay.find(needle)
+        while i >= 0:
+            o = bisect_right(starts, i) - 1
+            if ci0 or not words[o][1]:  # an exact literal stands for exact ones only
+                if words[o] not in held:
+                    break
+                stands = True
+            i = hay.find(needle, i + 1)
+        else:
+            if stands:
+                loud.add(k)
+    return frozenset(loud)
 
 
 def _hs_load(key: bytes):
@@ -285,14 +464,15 @@ def _hs_load(key: bytes):
         return None
 
 
-def _hs_keep(key: bytes, db) -> None:
+def _hs_keep(key: bytes, db, path: Optional[Path] = None) -> None:
+    path = path or HS_CACHE
     if sys.dont_write_bytecode:
         return
-    tmp = HS_CACHE.with_name(f"{HS_CACHE.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        HS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(key + _hs.dumpb(db))
-        os.replace(tmp, HS_CACHE)
+        os.replace(tmp, path)
     except Exception:  # noqa: BLE001 - a cache that cannot be written is only not kept
         try:
             tmp.unlink()
@@ -303,20 +483,25 @@ def _hs_keep(key: bytes, db) -> None:
 class _Job:
     """One block scanned in pieces by several threads: who takes which piece, what each found."""
 
-    __slots__ = ("prefilter", "buf", "cuts", "found", "turn", "busy", "cond", "failed")
+    __slots__ = ("prefilter", "buf", "cuts", "db", "long", "loud", "found", "held", "turn", "busy", "cond", "failed")
 
-    def __init__(self, prefilter: Prefilter, buf: bytearray, cuts: list[int]) -> None:
+    def __init__(self, prefilter: Prefilter, buf: bytearray, cuts: list[int], db, long: dict, loud: frozenset) -> None:
         self.prefilter = prefilter
         self.buf = buf
         self.cuts = cuts
+        self.db = db
+        self.long = long
+        self.loud = loud
         self.found: list = [None] * (len(cuts) - 1)
+        self.held = [0] * (len(cuts) - 1)  # hits of `loud` literals, per piece
         self.turn = itertools.count()
         self.busy = 0  # pieces taken and not yet scanned
         self.cond = threading.Condition()
         self.failed: list[BaseException] = []
 
-    def work(self, scratch: object) -> None:
-        """Take the next piece left and scan it, until none is left."""
+    def work(self, scratches: Optional[dict]) -> None:
+        """Take the next piece left and scan it, until none is left (scratches: a helper's own,
+        per database; None: the calling thread's, the database's own)."""
         pieces = len(self.cuts) - 1
         while True:
             with self.cond:
@@ -325,11 +510,18 @@ class _Job:
                     return
                 self.busy += 1
             try:
+                scratch = None
+                if scratches is not None:
+                    scratch = scratches.get(id(self.db))
+                    if scratch is None:
+                        scratch = scratches[id(self.db)] = _hs.Scratch(self.db)
+                held = [0]
                 with memoryview(self.buf) as view:
-                    self.found[i] = self.prefilter._scan(view, self.cuts[i], self.cuts[i + 1], scratch)
+                    self.found[i] = self.prefilter._scan(view, self.cuts[i], self.cuts[i + 1], scratch, self.db, self.long, self.loud, held)
+                self.held[i] = held[0]
             except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
                 self.failed.append(e)
-                if scratch is None:
+                if scratches is None:
                     raise
             finally:
                 with self.cond:
@@ -337,11 +529,13 @@ class _Job:
                     self.cond.notify_all()
 
 
-def _helper(q, scratch: object) -> None:
+def _helper(q) -> None:
     """A helper thread: the pieces it can take of each block posted to it, until told to end
-    (None: its prefilter is gone)."""
+    (None: its prefilter is gone). Its scratch space per database (the prefilter's two live as
+    long as it, and so do their ids)."""
+    scratches: dict = {}
     while (job := q.get()) is not None:
-        job.work(scratch)
+        job.work(scratches)
         del job  # hold no block, and no prefilter, while waiting
 
 
@@ -415,9 +609,9 @@ class _Ahead:
     have; `take` hands them over in order. A block full without a newline (a line longer than a
     block) ends the read-ahead: it is handed over without hits, and the caller reads on itself."""
 
-    def __init__(self, f, prefilter: Prefilter, carry: bytes) -> None:
+    def __init__(self, f, find: Callable[[bytearray, int], list[int]], carry: bytes) -> None:
         self.f = f
-        self.prefilter = prefilter
+        self.find = find
         self.free: queue.SimpleQueue = queue.SimpleQueue()
         self.ready: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(AHEAD):
@@ -454,7 +648,7 @@ class _Ahead:
                     self.ready.put(_Read(got, data, filled))
                     return
                 carry = bytes(data[end:filled])
-                self.ready.put(_Read(got, data, filled, end, eof, self.prefilter.find(data, end)))
+                self.ready.put(_Read(got, data, filled, end, eof, self.find(data, end)))
                 if eof:
                     return
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
@@ -513,6 +707,11 @@ class Scan:
         self.parsed = 0
         self.hits = 0
         self.long_lines = 0
+        # searched quietly (Prefilter) since a dense block: only an input larger than its
+        # head and tail together, where skipping is possible at all
+        self.quiet = False
+        self.may_quiet = False
+        self.quiet_note = ""  # said when the input is done (the read-ahead's thread may find it)
 
     # ---- helpers ------------------------------------------------------------------
     def _long(self, lineno: int, skipped: int) -> None:
@@ -534,6 +733,20 @@ class Scan:
             e -= 1
         return data[s:e].decode("utf-8", "replace")
 
+    def _find(self, data: bytearray, end: int) -> list[int]:
+        """The block's prefilter hits. Once a block is dense with hits of guarded literals,
+        it and the rest of the input are searched quietly (called by one thread at a time:
+        this one, then the read-ahead's)."""
+        if self.quiet:
+            return self.prefilter.find(data, end, quiet=True)
+        hits, loud = self.prefilter.search(data, end)
+        if self.may_quiet and dense(loud, data, end):
+            self.quiet = True
+            self.quiet_note = (f"{self.inp.info.path}: rule keywords are on {loud} of {count_lf(data, 0, end)} lines in a block;"
+                               " from there on, only the lines a rule may match are parsed around them")
+            return self.prefilter.find(data, end, quiet=True)
+        return hits
+
     # ---- the scan -----------------------------------------------------------------
     def __iter__(self) -> Iterator[tuple[int, str, bool]]:
         name = self.inp.info.path
@@ -545,6 +758,8 @@ class Scan:
         try:
             yield from self._scan(f)
         finally:
+            if self.quiet_note:
+                self.warnings.append(self.quiet_note)
             if (hurt := damage(f, name, self.lines)) is not None:
                 self.warnings.append(hurt)
             if self.long_lines > MAX_LINE_WARNINGS:
@@ -568,6 +783,9 @@ class Scan:
     def _scan(self, f) -> Iterator[tuple[int, str, bool]]:
         b = self.budget
         size = None if isinstance(f, Gunzipped) else self.inp.size
+        # an input read whole (within its head and tail) gains nothing; one of unknown size
+        # (gzip, a pipe) is judged when its first block is full
+        self.may_quiet = size is not None and size > self.head + self.tail and self.prefilter.can_quiet
         tail_start = max(size - self.tail, 0) if size is not None else None
         data = self.buffer if self.buffer is not None and len(self.buffer) == BLOCK else bytearray(BLOCK)
         view = memoryview(data)
@@ -629,6 +847,8 @@ class Scan:
                         data[: filled - 3] = data[3:filled]
                         filled -= 3
                         offset = 3
+                    if size is None and filled == BLOCK:
+                        self.may_quiet = self.prefilter.can_quiet
                     nl = data.find(b"\n", 0, min(filled, MAX_LINE))
                     if looks_binary(bytes(data[: min(nl + 1 if nl >= 0 else filled, SNIFF)])):
                         self.warnings.append(f"{self.inp.info.path}: skipped, binary data, not a text log")
@@ -666,7 +886,7 @@ class Scan:
                         self.parsed += 1
                         yield lineno, text, True
                         continue
-                hits = found if found is not None else self.prefilter.find(data, end)
+                hits = found if found is not None else self._find(data, end)
                 self.hits += len(hits)
                 hi = 0
                 pos = 0
@@ -765,7 +985,7 @@ class Scan:
                     continue
                 rest = filled - end
                 if not eof and (size is None or size - offset - rest >= AHEAD_MIN * BLOCK) and self.prefilter.parallel:
-                    ahead = _Ahead(f, self.prefilter, bytes(data[end:filled]))
+                    ahead = _Ahead(f, self._find, bytes(data[end:filled]))
                     filled = 0
                     continue
                 if rest:
