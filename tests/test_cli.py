@@ -388,7 +388,9 @@ NOT_FOR_DIAGNOSE = (
 )
 NOT_FOR_FORMAT = {
     "json": ("slurmdoc.report.terminal", "slurmdoc.report.picture", "rich"),
-    "text": ("slurmdoc.report.json_format",),
+    # the probe's stdout is not a terminal, and FORCE_COLOR is unset: no colour, so no rich
+    # (report/styled.py writes what it would)
+    "text": ("slurmdoc.report.json_format", "rich"),
 }
 
 START_UP_PROBE = """
@@ -430,7 +432,7 @@ def test_diagnose_loads_no_module_of_a_format_or_command_it_does_not_use(write, 
     collector, paused while the command starts (no collection), is on again for the diagnosis
     itself; once the report is out, the process ends at once with the verdict's exit code."""
     e = dict(os.environ, XDG_CONFIG_HOME=str(ROOT / "tests" / "data" / "no-config-here"))
-    for var in ("SLURMDOC_DEBUG", "SLURMDOC_RULES", "SLURMDOC_CONFIG"):
+    for var in ("SLURMDOC_DEBUG", "SLURMDOC_RULES", "SLURMDOC_CONFIG", "FORCE_COLOR"):
         e.pop(var, None)
     r = subprocess.run([sys.executable, "-c", START_UP_PROBE, fmt, write("job.log", log)], capture_output=True, text=True, env=e, timeout=120)
     got = json.loads(r.stdout)

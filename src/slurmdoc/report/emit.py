@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Callable, Optional, TextIO
 if TYPE_CHECKING:
     from rich.console import Console
 
-# rich is imported where a console is made: the JSON, Markdown and HTML reports never need it
+    from slurmdoc.report.styled import Lines
+
+# rich is imported where a coloured or terminal console is made: the JSON, Markdown and HTML
+# reports never need it, nor a text report without colour off a terminal (report/styled.py)
 COLORS = ("auto", "always", "never")
 
 
@@ -39,14 +42,24 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def make_console(stream: TextIO, color: str = "auto", width: Optional[int] = None) -> tuple[Console, Optional[int]]:
-    """A console on `stream`, and the width to wrap prose at (None: do not wrap): `width`
-    when given, else a terminal's own."""
-    from rich.console import Console
+def make_console(stream: TextIO, color: str = "auto", width: Optional[int] = None) -> tuple[Lines, Optional[int]]:
+    """Where a text report's lines go on `stream`, and the width to wrap prose at (None: do
+    not wrap): `width` when given, else a terminal's own. Without colour off a terminal,
+    rich is not even imported (PlainLines writes what it would)."""
+    from slurmdoc.report.styled import PlainLines, RichLines
 
     tty = _isatty(stream)
     colored = wants_color(stream, color)
-    console = Console(
+    if not colored and not tty:
+        return PlainLines(stream, lambda: _console(stream, colored, tty)), width or None
+    console = _console(stream, colored, tty)
+    return RichLines(console), (width if width else console.width if tty else None)
+
+
+def _console(stream: TextIO, colored: bool, tty: bool) -> Console:
+    from rich.console import Console
+
+    return Console(
         file=stream,
         no_color=not colored,
         force_terminal=colored or None,
@@ -55,7 +68,6 @@ def make_console(stream: TextIO, color: str = "auto", width: Optional[int] = Non
         soft_wrap=True,
         width=None if tty else 100_000,
     )
-    return console, (width if width else console.width if tty else None)
 
 
 def emit(result, fmt: str, stream: TextIO, color: str = "auto", full: bool = False, picture: bool = True, width: Optional[int] = None) -> None:
@@ -89,7 +101,7 @@ def emit(result, fmt: str, stream: TextIO, color: str = "auto", full: bool = Fal
             if not result.lines_read:
                 stream.flush()
                 return
-            console.print("")
+            console.line()
         render_term(result, console, width=width, full=full, picture=picture)
     stream.flush()
 

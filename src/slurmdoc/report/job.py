@@ -3,14 +3,15 @@ contradictions spelled out. Printed above the log's own diagnosis."""
 
 from __future__ import annotations
 
-from typing import Optional
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Optional, Union
 
 from slurmdoc.report.layout import wrap
+from slurmdoc.report.styled import Lines, as_lines
 from slurmdoc.report.triage import detail_lines
 from slurmdoc.slurm.models import JobVerdict
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def lines(v: JobVerdict) -> list[tuple[str, str]]:
@@ -32,18 +33,18 @@ def lines(v: JobVerdict) -> list[tuple[str, str]]:
     return out
 
 
-def render_text(v: JobVerdict, console: Console, width: Optional[int] = None) -> None:
+def render_text(v: JobVerdict, console: "Union[Lines, Console]", width: Optional[int] = None) -> None:
     """`width`: wrap at this many columns, at spaces only (None: never wrap)."""
-    p = lambda t: console.print(t, soft_wrap=True, no_wrap=True, overflow="ignore", crop=False)  # noqa: E731
+    p = as_lines(console).line
     keep = sorted(v.logs, key=len, reverse=True)
     first, *rest = wrap(f"JOB VERDICT  {v.verdict}" + (f"  [{v.category}]" if v.category else ""), width, "", "  ", keep)
-    p(Text(first, style="bold red" if v.status == "failed" else "bold green"))
+    p(first, "bold red" if v.status == "failed" else "bold green")
     for ln in rest:
-        p(Text(ln, style="bold"))
+        p(ln, "bold")
     for label, text in lines(v):
         style = "bold yellow" if label == "CONTRADICTION" else ""
         for ln in wrap(f"{label}: {text}", width, "  ", "    ", keep):
-            p(Text(ln, style=style))
+            p(ln, style)
 
 
 def render_markdown(v: JobVerdict) -> str:

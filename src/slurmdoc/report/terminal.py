@@ -9,15 +9,16 @@ every `path:line` intact and greppable.
 
 from __future__ import annotations
 
-from typing import Optional
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Optional, Union
 
 from slurmdoc.diagnosis.ranks import describe
 from slurmdoc.models import Diagnosis
 from slurmdoc.report.wording import evidence_in_words, recorder_lines
 from slurmdoc.report.layout import columns, delay, locations, ordered_symptoms, straggler_own, supporting, trim_traceback, wrap
+from slurmdoc.report.styled import Line, Lines, Styled, as_lines
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MESSAGE_LINES = 3  # on a terminal, a longer message is cut here when the traceback shows it whole
 
@@ -32,33 +33,33 @@ def _who(d: Diagnosis) -> str:
     return "the whole job" if rc.job_level else "unknown rank"
 
 
-def layout_width(console: Console) -> Optional[int]:
+def layout_width(console: Lines) -> Optional[int]:
     """The width to wrap at: the terminal's, or None (no wrapping) off a terminal."""
     return console.width if console.is_terminal else None
 
 
 class _Out:
-    def __init__(self, console: Console, width: Optional[int], keep: list[str]) -> None:
+    def __init__(self, console: Lines, width: Optional[int], keep: list[str]) -> None:
         self.console = console
         self.width = width
         self.keep = keep
         self.message_in_full = True
 
-    def line(self, text: "str | Text" = "", style: Optional[str] = None) -> None:
-        t = text if isinstance(text, Text) else Text(text, style=style or "")
-        self.console.print(t, soft_wrap=True, no_wrap=True, overflow="ignore", crop=False)
+    def line(self, text: Line = "", style: Optional[str] = None) -> None:
+        self.console.line(text, style or "")
 
     def para(self, text: str, style: Optional[str] = None, indent: str = "  ", hang: Optional[str] = None) -> None:
         for ln in wrap(text, self.width, indent, hang, self.keep):
             self.line(ln, style)
 
 
-def render(d: Diagnosis, console: Console, width: Optional[int] = -1, full: bool = False, picture: bool = True) -> None:
+def render(d: Diagnosis, console: "Union[Lines, Console]", width: Optional[int] = -1, full: bool = False, picture: bool = True) -> None:
     """Write the report of `d` to `console`. `width`: wrap prose at this many columns (None:
     never; default: the console's width on a terminal, else never). `full`: the whole
     traceback. `picture`: the rank x time strip under the verdict, when times are known."""
-    w = layout_width(console) if width == -1 else width
-    out = _Out(console, w, locations(d))
+    lines = as_lines(console)
+    w = layout_width(lines) if width == -1 else width
+    out = _Out(lines, w, locations(d))
     rc = d.root_cause
     if rc is None:
         out.para(d.verdict, "bold green", indent="")
@@ -79,7 +80,7 @@ def _root(d: Diagnosis, out: _Out) -> None:
     rc = d.root_cause
     assert rc is not None
     out.line()
-    head = Text()
+    head = Styled()
     head.append("ROOT CAUSE  ", style="bold red")
     head.append(rc.title, style="bold")
     head.append(f"  [{rc.category}" + (f": {rc.label}" if rc.label else "") + "]", style="magenta")

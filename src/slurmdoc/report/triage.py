@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 
-from typing import Optional
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Optional, Union
 
 from slurmdoc.report.layout import columns, wrap
+from slurmdoc.report.styled import Line, Lines, Styled, as_lines
 from slurmdoc.slurm.models import JobTriage, JobVerdict, TriageReport
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STATUS_STYLE = {"failed": "bold red", "ok": "bold green", "running": "yellow", "pending": "yellow"}
 
@@ -54,14 +55,14 @@ def _log_cell(v: Optional[JobVerdict]) -> str:
     return rc + (" (!)" if v.contradictions else "")
 
 
-def _p(console: Console, text, style: Optional[str] = None) -> None:
-    console.print(text if isinstance(text, Text) else Text(text, style=style or ""), soft_wrap=True, no_wrap=True,
-                  overflow="ignore", crop=False)
+def _p(console: Lines, text: Line, style: Optional[str] = None) -> None:
+    console.line(text, style or "")
 
 
-def render_text(r: TriageReport, console: Console, width: Optional[int] = None) -> None:
+def render_text(r: TriageReport, console: "Union[Lines, Console]", width: Optional[int] = None) -> None:
     """`width`: fit the report in this many columns (None: off a terminal, never wrap). Many
     jobs are a table while it fits, else one plain row each, wrapped at spaces only."""
+    console = as_lines(console)
     by_job = {v.job_id: v for v in r.verdicts}
     if len(r.jobs) > 1:
         cols = ["job", "name", "state", "derived", "first failing step", "category", "why"]
@@ -80,7 +81,7 @@ def render_text(r: TriageReport, console: Console, width: Optional[int] = None) 
             _p(console, table[0], "bold")
             at = sum(max(len(x[i]) for x in [cols] + rows) + 2 for i in range(2))  # where the state cell starts
             for j, line in zip(r.jobs, table[1:]):
-                t = Text(line)
+                t = Styled(line)
                 t.stylize(STATUS_STYLE[j.status], at, at + len(_codes(j)))
                 _p(console, t)
         else:
@@ -90,7 +91,7 @@ def render_text(r: TriageReport, console: Console, width: Optional[int] = None) 
                         + (f", first failing step {row[4]}" if row[4] != "-" else "")
                         + (f"; the log says: {row[7]}" if r.verdicts and row[7] else ""))
                 first, *rest = wrap(text, width, "", "    ")
-                t = Text(first)
+                t = Styled(first)
                 t.stylize(STATUS_STYLE[j.status], text.find(row[2]), text.find(row[2]) + len(row[2]))
                 _p(console, t)
                 for ln in rest:
@@ -108,7 +109,7 @@ def render_text(r: TriageReport, console: Console, width: Optional[int] = None) 
                     _p(console, ln, "bold yellow")
     else:
         for j in r.jobs:
-            head = Text(f"JOB {j.job_id}", style="bold")
+            head = Styled(f"JOB {j.job_id}", style="bold")
             head.append(f" ({j.name})" if j.name else "")
             head.append("  ")
             head.append(_codes(j), style=STATUS_STYLE[j.status])
