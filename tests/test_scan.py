@@ -681,3 +681,65 @@ def test_the_quiet_search_is_kept_like_bytecode_and_keyed_by_what_it_is_made_of(
         p = Prefilter(cs, ci, engine="hyperscan", guards=make, guards_key=lambda: b"pack-2")
         assert p.can_quiet and p.find(buf, len(buf), quiet=True) == want
     assert made == [1, 1, 1, 1]
+
+
+_COLOURED = "\x1b[32m2030-01-01 00:00:{s:02d}\x1b[0m | \x1b[1mINFO\x1b[0m | [rank{r}] step {i} loss {l}.{r} lr 1e-4"
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="the quiet search is Hyperscan's")
+@pytest.mark.parametrize(
+    "events",
+    [
+        # keywords split by colour codes between their words and at their punctuation
+        {900: "\x1b[1m[rank2]\x1b[0m \x1b[31mtorch.OutOfMemoryError\x1b[0m: \x1b[1mCUDA\x1b[0m out of memory. Tried to allocate 2.00 GiB"},
+        {1500: "\x1b[33m[rank1]\x1b[0m Watchdog caught collective operation \x1b[1mtimeout\x1b[0m: WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+         2999: "\x1b[31m[rank3] RuntimeError\x1b[0m: CUDA error: an illegal memory access was encountered"},
+        # a guarded keyword (the clean end's) on a coloured line, after an error it outlives
+        {1000: "[rank2] 2030-01-01 00:00:09 | \x1b[31mERROR\x1b[0m | loader | shard 17 unreadable, skipped", 2000: "\x1b[32m[rank0] Training completed in 1:02:03.\x1b[0m"},
+    ],
+)
+def test_a_log_coloured_on_every_line_is_searched_quietly_and_changes_no_finding(events, tmp_path):
+    """Every line holds a colour code (the mark that a keyword may be split there), so each
+    would be a hit; the quiet search finds keywords with codes between their words instead."""
+    lines = []
+    for i in range(3000):
+        for r in range(4):
+            lines.append(_COLOURED.format(s=i % 60, r=r, i=i, l=1 + i % 7))
+        if i in events:
+            lines.extend(events[i].split("\n"))
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    exact = _json([str(log)], budget=None)
+    assert exact["root_cause"] is not None or exact["handled"]
+    stats: dict = {}
+    quiet = _json([str(log)], budget=Budget(head=0, min_head=0, tail=4 << 10, min_tail=4 << 10), stats=stats)
+    assert _key(quiet) == _key(exact) and quiet["handled"] == exact["handled"]
+    assert any("only the lines a rule may match" in w for w in quiet["warnings"])
+    assert stats["parsed"] < len(lines) // 20
+
+
+_SGR = st.sampled_from(["\x1b[0m", "\x1b[1;31m", "\x1b[38;5;208m", "\x1b[?25l", "\x1b[K", "\x1bM"])  # what the paste repair takes off (damage.ANSI)
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="the quiet search is Hyperscan's")
+@given(data=st.data())
+def test_a_keyword_split_by_colour_codes_between_its_words_is_found(data, keywords):
+    """Any keyword of the pack, with escape sequences put in at any places that are not inside
+    a word, behind and before any text: its expression finds it."""
+    cs, ci = keywords
+    word, ignore = data.draw(st.sampled_from([(w, False) for w in cs] + [(w, True) for w in ci]))
+    raw = word.encode()
+    cuts = [i for i in range(1, len(raw)) if not (scan_mod._word_byte(raw[i - 1]) and scan_mod._word_byte(raw[i]))]
+    chosen = data.draw(st.lists(st.sampled_from(cuts), unique=True)) if cuts else []
+    pieces, last = [], 0
+    for c in sorted(chosen):
+        pieces += [raw[last:c], data.draw(_SGR).encode()]
+        last = c
+    pieces.append(raw[last:])
+    line = b"\x1b[32mhead\x1b[0m " + b"".join(pieces) + b" tail"
+    if ignore:
+        line = line.upper()
+    db = scan_mod._hs_compile([], ["(?i)" + scan_mod._tolerant(raw) if ignore else scan_mod._tolerant(raw)])
+    found: list[int] = []
+    db.scan(line, match_event_handler=lambda *a: found.append(1))
+    assert found, line

@@ -97,12 +97,12 @@ def _prefilter(matcher: Matcher, engine: str) -> Prefilter:
     if pf is None:
         if len(_PREFILTERS) >= 4:
             _PREFILTERS.clear()
-        # a colour code can split a keyword in the raw bytes (`: \x1b[31merror\x1b[0m: `): a
-        # coloured line is read whole, its codes taken off, and the rules' keywords tried again
         from slurmdoc.engine.superset import guards_key, line_guards
 
         rules = matcher.book.rules
-        pf = _PREFILTERS[key] = Prefilter([*keywords[0], "\x1b["], keywords[1], engine=engine,
+        # a colour code can split a keyword in the raw bytes (`: \x1b[31merror\x1b[0m: `): a
+        # coloured line is read whole, its codes taken off, and the rules' keywords tried again
+        pf = _PREFILTERS[key] = Prefilter(keywords[0], keywords[1], engine=engine, marks=("\x1b[",),
                                           guards=lambda: line_guards(rules), guards_key=lambda: guards_key(rules))
     return pf
 

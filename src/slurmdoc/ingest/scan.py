@@ -127,6 +127,13 @@ class Prefilter:
     literal, they find the lines where one of the rules may match, not every line holding the
     literal: a quiet search (`quiet=True`), for an input where the literal is on almost every
     line (a progress bar saying `Training`) and each hit would open a window to parse.
+
+    `marks`: literals searched for because a keyword may be split on their lines (a colour
+    code: `\x1b[31merror\x1b[0m:`), so such a line is read whole. A log coloured on every
+    line would be parsed whole; the quiet search looks instead for each keyword with escape
+    sequences let in between its words (a colour code is taken to split a keyword between its
+    words or at its punctuation, never inside a word), and for a guarded keyword, unsplit, on
+    a marked line.
     """
 
     def __init__(
@@ -136,8 +143,10 @@ class Prefilter:
         engine: str = "auto",
         guards: Optional[Callable[[], dict[tuple[str, bool], tuple[str, ...]]]] = None,
         guards_key: Optional[Callable[[], bytes]] = None,
+        marks: tuple[str, ...] = (),
     ) -> None:
-        words = [(w.encode("utf-8"), False) for w in case_sensitive] + [(w.encode("utf-8"), True) for w in ignore_case]
+        words = [(w.encode("utf-8"), False) for w in [*case_sensitive, *marks]] + [(w.encode("utf-8"), True) for w in ignore_case]
+        self._marks = {(m.encode("utf-8"), False) for m in marks}
         self.engine = "none"
         self._db = None
         self._quiet_db = None  # the quiet search's database: the unguarded literals, the supersets
@@ -160,7 +169,8 @@ class Prefilter:
             self._long = _long_literals(kept)
             self._db = _hs_database(words, kept)
             self.engine = "hyperscan"
-            self._guards, self._guards_key = guards, guards_key
+            if guards is not None or marks:
+                self._guards, self._guards_key = guards or dict, guards_key
             self._words, self._kept = words, kept
             return
         if engine == "hyperscan":
@@ -210,11 +220,12 @@ class Prefilter:
             kept = _hs_load_quiet(key, path) if key else None
             if kept is not None:
                 db, held = kept
+                held = held | self._marks
             else:
                 guards = make()
-                held = {(w.encode("utf-8"), ci) for (w, ci) in guards}
+                held = {(w.encode("utf-8"), ci) for (w, ci) in guards} | self._marks
                 rest = covering([w for w in words if w not in held])
-                exprs = sorted({e for es in guards.values() for e in es})
+                exprs = sorted({e for es in guards.values() for e in es}) + _split_marked(words, self._marks, held - self._marks)
                 if not exprs:
                     return False
                 try:
@@ -222,7 +233,7 @@ class Prefilter:
                 except Exception:  # noqa: BLE001 - an expression Hyperscan refuses (a rule of the user's): no quiet search
                     return False
                 if key:
-                    _hs_keep(key + _held_blob(held), db, path)
+                    _hs_keep(key + _held_blob(held - self._marks), db, path)
             loud = _loud_ids(self._kept, words, held)
             if loud:
                 self._quiet_db = db
@@ -381,6 +392,52 @@ def _hs_compile(kept: list[tuple[bytes, bool]], exprs: list[str]):
         flags=[_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in kept] + [_hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_ALLOWEMPTY] * len(exprs),
     )
     return db
+
+
+# escape sequences a colour code is made of, as the paste repair takes them off (damage.ANSI)
+_ESC = r"(?:\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|[\x40-\x5a\x5c-\x5f]))*"
+
+
+def _word_byte(c: int) -> bool:
+    return 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c == 95 or c >= 128
+
+
+def _tolerant(w: bytes) -> str:
+    """A literal as an expression that lets escape sequences stand between two of its bytes
+    unless both are word bytes (a colour code splits words apart, not a word)."""
+    out = []
+    for i, c in enumerate(w):
+        if i and not (_word_byte(w[i - 1]) and _word_byte(c)):
+            out.append(_ESC)
+        out.append(_hs_literal(bytes([c])).decode())
+    return "".join(out)
+
+
+def _split_marked(words: list[tuple[bytes, bool]], marks: set, held: set) -> list[str]:
+    """Expressions for the quiet search in place of the marks (colour codes): each keyword of
+    more than one word with escape sequences let in between its words; the guarded keywords,
+    whole, on a line that holds a mark (one expression for all: unmarked, their line supersets
+    speak for them; letting escapes into them there made the search ten times as slow)."""
+    out = []
+    if not marks:
+        return out
+    guarded: dict[bool, list[str]] = {False: [], True: []}
+    for w, ci in words:
+        if (w, ci) in marks:
+            continue
+        if (w, ci) in held:
+            guarded[ci].append(_hs_literal(w).decode())
+            continue
+        body = _tolerant(w)
+        if body != _hs_literal(w).decode():  # (one word: no colour code splits it, the literal finds it)
+            out.append(("(?i)" if ci else "") + body)
+    for ci, lits in guarded.items():
+        if lits:
+            alt = "|".join(sorted(lits))
+            for m, _ in sorted(marks):
+                mark = _hs_literal(m).decode()
+                out.append(("(?i)" if ci else "") + f"{mark}[^\\n]*(?:{alt})|(?:{alt})[^\\n]*{mark}")
+    return out
 
 
 def _held_blob(held: set) -> bytes:
@@ -742,7 +799,7 @@ class Scan:
         hits, loud = self.prefilter.search(data, end)
         if self.may_quiet and dense(loud, data, end):
             self.quiet = True
-            self.quiet_note = (f"{self.inp.info.path}: rule keywords are on {loud} of {count_lf(data, 0, end)} lines in a block;"
+            self.quiet_note = (f"{self.inp.info.path}: {loud} hits of rule keywords in {count_lf(data, 0, end)} lines of one block;"
                                " from there on, only the lines a rule may match are parsed around them")
             return self.prefilter.find(data, end, quiet=True)
         return hits
