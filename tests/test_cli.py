@@ -445,3 +445,76 @@ def test_diagnose_loads_no_module_of_a_format_or_command_it_does_not_use(write, 
     assert [m for m in got["modules"] if m.startswith(unwanted)] == []
     assert got["slurm_models_built"] == []
     assert ("slurmdoc.report.json_format" if fmt == "json" else "slurmdoc.report.terminal") in got["modules"]
+
+
+
+EXIT_PROBE = """
+import json, os, runpy, sys
+out, leave = sys.argv[1], os._exit
+def recorded(code):  # `diagnose` ends with os._exit once its report is out
+    with open(out, "w") as f:  # the modules loaded from a file
+        json.dump(sorted(m for m, mod in sys.modules.items() if m != "pydantic.plugin._loader" or hasattr(mod, "__file__")), f)
+    leave(code)
+os._exit = recorded
+sys.argv = ["slurmdoc", *sys.argv[2:]]
+runpy.run_module("slurmdoc", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_diagnose_never_loads_pydantic_plugin_loader_while_plugins_are_off(write, tmp_path, fmt):
+    """`python -m slurmdoc diagnose`, run as it is: pydantic's plugins are off (the CLI's
+    default), so neither pydantic's plugin loader nor the importlib.metadata it would import
+    (about 15 ms of start-up) is loaded; set to name one plugin only, pydantic looks them up."""
+    e = dict(os.environ, XDG_CONFIG_HOME=str(ROOT / "tests" / "data" / "no-config-here"))
+    for var in ("SLURMDOC_DEBUG", "SLURMDOC_RULES", "SLURMDOC_CONFIG", "PYDANTIC_DISABLE_PLUGINS"):
+        e.pop(var, None)
+    log = write("job.log", TB)
+    loaded = {}
+    for plugins in ("default", "one-off"):
+        if plugins == "one-off":
+            e["PYDANTIC_DISABLE_PLUGINS"] = "some-plugin"
+        out = tmp_path / f"{plugins}.json"
+        r = subprocess.run([sys.executable, "-c", EXIT_PROBE, str(out), "diagnose", "--format", fmt, log], capture_output=True, text=True, env=e, timeout=120)
+        assert r.returncode == 1, r.stderr
+        loaded[plugins] = json.loads(out.read_text())
+    assert [m for m in loaded["default"] if m.startswith(("importlib.metadata", "pydantic.plugin._loader"))] == []
+    assert "importlib.metadata" in loaded["one-off"] and "pydantic.plugin._loader" in loaded["one-off"]
+
+
+PLUGIN_PROBE = """
+import json, os, sys
+import slurmdoc.cli as cli
+cli._defer_plugin_loader()
+import pydantic
+
+class M(pydantic.BaseModel):
+    x: int
+
+M(x=1)
+deferred = "importlib.metadata" not in sys.modules
+from pydantic.plugin import _loader
+answers = {}
+for value in ("__all__", "1", "true", "some-plugin", None):
+    if value is None:
+        os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    else:
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = value
+    answers[str(value)] = sorted(map(repr, _loader.get_plugins()))
+print(json.dumps({"deferred": deferred, "answers": answers, "group": _loader.PYDANTIC_ENTRY_POINT_GROUP,
+                  "real_loaded": "importlib.metadata" in sys.modules}))
+"""
+
+
+def test_pydantic_plugins_answer_as_pydantic_would_with_the_loader_deferred():
+    """The stand-in for pydantic's plugin loader answers every question as pydantic's own
+    does (plugins off in each spelling, one plugin off, plugins on, the loader's other
+    names), and keeps the loader's imports out until something but "plugins off" is asked."""
+    e = dict(os.environ, PYDANTIC_DISABLE_PLUGINS="__all__")
+
+    def probe(code):
+        return json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=120, check=True).stdout)
+
+    got, want = probe(PLUGIN_PROBE), probe(PLUGIN_PROBE.replace("cli._defer_plugin_loader()", ""))
+    assert got["deferred"] is True and want["deferred"] is False
+    assert (got["answers"], got["group"], got["real_loaded"]) == (want["answers"], want["group"], want["real_loaded"])

@@ -561,6 +561,7 @@ def main(gc_paused: bool = False) -> None:
     # too), and this is the command line, not the library. setdefault: whoever sets the
     # variable keeps their choice.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _defer_plugin_loader()
     global _GC_PAUSED
     _GC_PAUSED = _GC_PAUSED or gc_paused
     if len(sys.argv) > 1 and sys.argv[1] == "epilog":
@@ -584,6 +585,45 @@ def main(gc_paused: bool = False) -> None:
             raise
         _err(f"internal error: {type(e).__name__}: {e} (set SLURMDOC_DEBUG=1 for the traceback)")
         sys.exit(2)
+
+
+_PLUGIN_LOADER = "pydantic.plugin._loader"
+_PLUGINS_OFF = ("__all__", "1", "true")  # the values that turn every pydantic plugin off
+
+
+def _defer_plugin_loader() -> None:
+    """With pydantic's plugins off, its plugin loader is still imported when the first
+    validator is built (typer builds one per option), and the loader imports
+    importlib.metadata, which pulls in email, zipfile, csv, socket...: about 15 ms of every
+    run, to answer "no plugins". A stand-in module answers that itself while the plugins are
+    off, and for anything else (the plugins turned back on, a name it does not know) loads
+    pydantic's own loader in its place and defers to it, so pydantic behaves as it would."""
+    if _PLUGIN_LOADER in sys.modules or os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in _PLUGINS_OFF:
+        return
+    import types
+
+    stand_in = types.ModuleType(_PLUGIN_LOADER, "slurmdoc's stand-in for pydantic's plugin loader while plugins are off")
+
+    def _real():
+        import importlib
+
+        if sys.modules.get(_PLUGIN_LOADER) is stand_in:
+            del sys.modules[_PLUGIN_LOADER]
+        return importlib.import_module(_PLUGIN_LOADER)
+
+    def get_plugins():
+        if os.environ.get("PYDANTIC_DISABLE_PLUGINS") in _PLUGINS_OFF:
+            return ()
+        return _real().get_plugins()
+
+    def __getattr__(name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(_real(), name)
+
+    stand_in.get_plugins = get_plugins  # type: ignore[attr-defined]
+    stand_in.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    sys.modules[_PLUGIN_LOADER] = stand_in
 
 
 def _leave(code: object) -> None:
