@@ -12,6 +12,10 @@ written beside the log as JSON.
 
 Layouts: `srun` (srun --label, `137: `), `rank` (torchrun's `[rank137]:`), `files` (one
 file per rank, no prefix, `--out` is a directory).
+
+Styles of the progress lines: `plain`; `progress` (a progress bar that names the run,
+`Training: 12%|...`, on every step: a rule keyword on almost every line); `colour` (the time
+stamp and the loss in ANSI colour on every line).
 """
 
 from __future__ import annotations
@@ -33,7 +37,13 @@ def _prefix(layout: str, rank: int, width: int) -> str:
     return ""
 
 
-def _iteration_line(it: int, now: datetime, loss: float) -> str:
+def _iteration_line(it: int, now: datetime, loss: float, style: str = "plain") -> str:
+    if style == "progress":
+        return (f"Training: {it * 100 // 500000:>3}%|{'#' * (it * 10 // 500000):<10}| {it}/500000 [{now:%H:%M:%S}<71:00:00, "
+                f"1.02it/s, lm_loss={loss:.4f}, grad_norm={0.3 + (it % 13) / 100:.3f}, lr=3.0e-04]\n")
+    if style == "colour":
+        return (f"\x1b[32m[{now:%Y-%m-%d %H:%M:%S}]\x1b[0m iteration {it:>8}/  500000 | consumed samples: {it * 1024:>12} | "
+                f"\x1b[1mlm loss:\x1b[0m {loss:.6E} | loss scale: 1.0 | grad norm: {0.3 + (it % 13) / 100:.3f} |\n")
     return (
         f"[{now:%Y-%m-%d %H:%M:%S}] iteration {it:>8}/  500000 | consumed samples: {it * 1024:>12} | "
         f"elapsed time per iteration (ms): {1000 + (it * 37) % 97:.1f} | learning rate: 2.999990E-04 | "
@@ -96,7 +106,7 @@ class Writer:
             self.file.close()
 
 
-def generate(out: str, size_mib: int, ranks: int, layout: str, root_rank: int, seed: int = 1) -> dict:
+def generate(out: str, size_mib: int, ranks: int, layout: str, root_rank: int, seed: int = 1, style: str = "plain") -> dict:
     rnd = random.Random(seed)
     w = Writer(layout, out, ranks)
     target = size_mib << 20
@@ -118,7 +128,7 @@ def generate(out: str, size_mib: int, ranks: int, layout: str, root_rank: int, s
         now += timedelta(seconds=1)
         rnd.shuffle(order)
         loss = 2.5 - it * 1e-5
-        line = _iteration_line(it, now, loss)
+        line = _iteration_line(it, now, loss, style)
         for r in order:
             w.emit(r, line)
         if it % 50 == 0:
@@ -148,7 +158,7 @@ def generate(out: str, size_mib: int, ranks: int, layout: str, root_rank: int, s
     ]
     others = [r for r in range(ranks) if r != root_rank]
     rnd.shuffle(others)
-    line = _iteration_line(it, now, 2.5)
+    line = _iteration_line(it, now, 2.5, style)
     root_line = 0
     for i, t in enumerate(tb):
         n = w.emit(root_rank, t)
@@ -182,6 +192,7 @@ def generate(out: str, size_mib: int, ranks: int, layout: str, root_rank: int, s
         "nodes": nodes,
         "symptom_ranks": len(others),
         "layout": layout,
+        "style": style,
         "iterations": it,
     }
     return truth
@@ -194,10 +205,11 @@ def main() -> None:
     ap.add_argument("--layout", choices=["srun", "rank", "files"], default="srun")
     ap.add_argument("--root-rank", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--style", choices=["plain", "progress", "colour"], default="plain")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     root = a.root_rank if a.root_rank is not None else (a.ranks * 137 // 512) % a.ranks
-    truth = generate(a.out, a.size_mib, a.ranks, a.layout, root, a.seed)
+    truth = generate(a.out, a.size_mib, a.ranks, a.layout, root, a.seed, a.style)
     with open(a.out.rstrip("/") + ".truth.json", "w") as f:
         json.dump(truth, f, indent=1)
     print(json.dumps(truth))

@@ -107,13 +107,15 @@ def check(out: bytes, truth: dict, name: str) -> None:
 
 
 def make(dirpath: Path, size: int, ranks: int, layout: str) -> tuple[Path, dict]:
-    name = f"{layout}-{ranks}r-{size}m"
+    layout, _, style = layout.partition(":")  # `srun:progress`: a layout and a style of its progress lines
+    name = f"{layout}-{style}-{ranks}r-{size}m" if style else f"{layout}-{ranks}r-{size}m"
     out = dirpath / (name if layout == "files" else name + ".log")
     tfile = dirpath / (name + ".truth.json")
     if not tfile.exists():
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         gen = [sys.executable, str(HERE / "genlog.py"), "--size-mib", str(size), "--ranks", str(ranks), "--layout", layout, "--out", str(out)]
+        gen += ["--style", style] if style else []
         truth = json.loads(subprocess.run(gen, check=True, capture_output=True).stdout)
         tfile.write_text(json.dumps(truth))
     return out, json.loads(tfile.read_text())
@@ -146,8 +148,9 @@ def bench_case(dirpath: Path, size: int, ranks: int, layout: str, reps: int, cs:
                 sys.exit(f"{cmd[0]} exited {code} on {path}")
             times[k].append(w)
     s = statistics.median(sd)
+    kind, _, style = layout.partition(":")
     return {
-        "case": f"{layout}, {ranks} ranks",
+        "case": f"{kind}, {ranks} ranks" + {"progress": ", `Training` on every line", "colour": ", colour on every line"}.get(style, ""),
         "bytes": nbytes,
         "slurmdoc_s": s,
         "slurmdoc_cpu_s": statistics.median(cpu),
@@ -201,7 +204,9 @@ def main() -> None:
     cs, ci, engine = keywords()
     reps = 2 if a.quick else a.reps
     g = 100 if a.quick else 1024
-    cases = [(10, 8, "srun"), (100, 4096, "srun")] + ([] if a.quick else [(100, 512, "srun")]) + [
+    # a rule keyword, or a colour code, on almost every line: the quiet search (README, Performance)
+    cases = [(10, 8, "srun"), (100, 4096, "srun"), (100, 64, "srun:progress"), (100, 64, "srun:colour")]
+    cases += ([] if a.quick else [(100, 512, "srun")]) + [
         (g, 512, "srun"),
         (g, 512, "rank"),
         (g, 512, "files"),
