@@ -743,3 +743,23 @@ def test_a_keyword_split_by_colour_codes_between_its_words_is_found(data, keywor
     found: list[int] = []
     db.scan(line, match_event_handler=lambda *a: found.append(1))
     assert found, line
+
+
+def test_another_pattern_is_another_prefilter(monkeypatch):
+    """A prefilter is kept per rule set for the process (a scan of many jobs); its guards come
+    from the rules' patterns, so rules with the same keywords and other patterns get their own."""
+    import dataclasses
+
+    from slurmdoc import api
+    from slurmdoc.engine.loader import Rulebook
+
+    monkeypatch.setattr(api, "_PREFILTERS", {})
+    book = load_rulebook(None)
+    same = Matcher(Rulebook(list(book.rules)))
+    first = api._prefilter(Matcher(book), "auto")
+    assert api._prefilter(same, "auto") is first
+    r = next(r for r in book.rules if r.id == "clean-end")
+    other = dataclasses.replace(r, patterns=r.patterns[:1])
+    changed = Matcher(Rulebook([other if x is r else x for x in book.rules]))
+    assert changed.keywords == same.keywords
+    assert api._prefilter(changed, "auto") is not first

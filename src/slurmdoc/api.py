@@ -92,7 +92,9 @@ def _prefilter(matcher: Matcher, engine: str) -> Prefilter:
     The keywords of rules that can be judged line by line are guarded by the rules' line
     supersets (a quiet search, for a log with such a keyword on almost every line)."""
     keywords = matcher.keywords
-    key = (tuple(keywords[0]), tuple(keywords[1]), engine, tuple(sorted(r.id for r in matcher.book.rules)))
+    # the guards come from the rules' patterns and scopes: another rule set, another prefilter
+    key = (tuple(keywords[0]), tuple(keywords[1]), engine,
+           tuple((r.id, r.spec.scope, r.spec.ignore_case, tuple(p.pattern for p in r.patterns)) for r in matcher.book.rules))
     pf = _PREFILTERS.get(key)
     if pf is None:
         if len(_PREFILTERS) >= 4:

@@ -40,6 +40,7 @@ _NOT_RE_SYNTAX = re.compile(r"\[:\^?\w+:\]|\{(?!\d*(?:,\d*)?\})|\\[pPNXGKLMV]")
 # against every character of the Basic Multilingual Plane
 FOLDED_LETTERS = frozenset("iks")
 
+_FOLDED = frozenset(ord(c) for c in FOLDED_LETTERS) | frozenset(ord(c.upper()) for c in FOLDED_LETTERS)
 _WORD = frozenset(range(48, 58)) | frozenset(range(65, 91)) | frozenset(range(97, 123)) | {95}
 _DIGIT = frozenset(range(48, 58))
 _SPACE = frozenset({9, 10, 11, 12, 13, 28, 29, 30, 31, 32})  # \x1c-\x1f: Python's \s has them
@@ -136,7 +137,9 @@ class _Writer:
 
     def _literal(self, c: int) -> str:
         if c >= 128:
-            return self._one(set(), True) if self.ci else "".join(f"\\x{b:02x}" for b in chr(c).encode("utf-8", "surrogatepass"))
+            if self.ci:  # it may fold to an ASCII letter (the long s matches `s`): those, or any non-ASCII
+                return self._one(set(_FOLDED), True)
+            return "".join(f"\\x{b:02x}" for b in chr(c).encode("utf-8", "surrogatepass"))
         if c == 10:
             self.spans = True
             raise Unsupported("a newline")
@@ -168,6 +171,8 @@ class _Writer:
         if self.ci:
             for c in list(members):
                 members |= {ord(chr(c).lower()), ord(chr(c).upper())} & _ALL
+            if non_ascii and not negate:  # a non-ASCII member may fold to an ASCII letter (left out of a negated class, it is let through)
+                members |= _FOLDED
         if negate:
             return self._one(set(_ALL - members), True)
         return self._one(members, non_ascii)
