@@ -5,10 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from slurmdoc.ingest.prefix import ISO_TS, LAUNCHER_MARKS, LAUNCHER_WORDS, LOGGING_HEAD, PrefixParser, _logging_head, classify_origin, parse_ts
+from slurmdoc.ingest.prefix import LAUNCHER_MARKS, LAUNCHER_WORDS, PrefixParser, classify_origin
 from slurmdoc.models import SourceInfo
 
 SRC = SourceInfo(index=0, path="job.log")
@@ -107,25 +105,6 @@ def test_exception_naming_a_launcher_module_is_not_a_launcher_record():
 
 
 @pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("E0321 02:07:08.408271 1 x", datetime(2025, 3, 21, 2, 7, 8, 408271)),
-        ("[E0321 02:07:08.408271257 ProcessGroupNCCL.cpp:607]", datetime(2025, 3, 21, 2, 7, 8, 408271)),
-        ("2025-03-01T13:10:00 x", datetime(2025, 3, 1, 13, 10)),
-        ("2025-03-01 12:00:00,123 INFO", datetime(2025, 3, 1, 12, 0, 0, 123000)),
-        ("[2024-02-27T21:35:32.106313Z] x", datetime(2024, 2, 27, 21, 35, 32, 106313)),
-        ("[2025-03-01 12:00:00] iteration 100", datetime(2025, 3, 1, 12)),
-        ("2025-03-01_12:05:02", datetime(2025, 3, 1, 12, 5, 2)),
-        ("2025-03-01T14:10:00+02:00 x", datetime(2025, 3, 1, 12, 10)),
-        ("Epoch 3", None),
-        ("2025-13-45T99:00:00 broken", None),
-    ],
-)
-def test_timestamps(text, expected):
-    assert parse_ts(text, 2025) == expected
-
-
-@pytest.mark.parametrize(
     "raw, pieces",
     [
         ("100%|##########| 10/10 [00:01<00:00]Traceback (most recent call last):", ["100%|##########| 10/10 [00:01<00:00]", "Traceback (most recent call last):"]),
@@ -153,10 +132,6 @@ def test_file_names_and_epoch_stamps_are_not_hosts_or_streams():
     a = parse("1711000000.001 [rank0]: Traceback (most recent call last):")
     b = parse("1711000000.002 [rank0]:   File \"t.py\", line 1, in <module>")
     assert a.stream == b.stream and a.who.rank == 0
-
-
-def test_timestamp_overflow_is_no_timestamp():
-    assert parse_ts("0001-01-01T00:10:00+05:00 x", 2025) is None
 
 
 def test_scheduler_line_glued_to_a_progress_bar_is_split():
@@ -245,27 +220,6 @@ def test_a_first_word_is_no_tag_without_a_traceback_behind_it():
     # a word with no digit, dot, slash or @ before a plain gap is never taken for a tag
     q = PrefixParser(2025)
     assert [q.parse(SRC, i, "worker   File \"a.py\", line 1, in f").tag for i in (1, 2, 3)] == [None, None, None]
-
-
-# a time as logging formatters and launchers write it, with what may follow it
-_TIME_PIECES = st.lists(st.sampled_from(["", ".", ",", "1", "123456789", "1234567890", "Z", "+01:00", "+0100", "-05", ":", "]", "[", " ", " - ", " | ", "-", "|", "x"]), max_size=5)
-
-
-@given(st.sampled_from(["", "[", "[["]), st.sampled_from(["2025", "1999"]), st.sampled_from("T _"), _TIME_PIECES)
-def test_the_logging_head_is_read_off_the_time_as_the_regex_reads_it(bracket, year, sep, rest):
-    text = f"{bracket}{year}-12-31{sep}12:00:00{''.join(rest)}"
-    m = LOGGING_HEAD.match(text)
-    iso = ISO_TS.match(text)
-    got = _logging_head(text, iso.end()) if iso is not None else 0
-    assert got == (m.end() if m is not None else 0)
-
-
-def test_a_time_read_once_is_read_the_same_again():
-    # times are remembered by their text; a glog time by its text and the year it is given
-    for text in ("2025-13-45T99:00:00 broken", "0001-01-01T00:10:00+05:00 x", "2025-03-01 12:00:00,123 INFO", "E0229 01:00:00 x"):
-        assert parse_ts(text, 2025) == parse_ts(text, 2025)
-    assert parse_ts("E0229 01:00:00 x", 2025) is None and parse_ts("E0229 01:00:00 x", 2024) == datetime(2024, 2, 29, 1)
-    assert parse_ts("I0301 02:00:00 x", 2024) != parse_ts("I0301 02:00:00 x", 2025)
 
 
 @pytest.mark.parametrize(

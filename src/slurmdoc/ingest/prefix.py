@@ -17,6 +17,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Optional
 
+from slurmdoc.ingest.stamps import GLOG_TS, ISO_TS, LEADING_TS_BEFORE_RANK, _logging_head, _nearest_year, _stamp, _year_not_after, parse_ts
 from slurmdoc.models import LogLine, RankRef, SourceInfo
 
 SRUN_LABEL = re.compile(r" {0,8}(\d{1,6}):(?: |$)")
@@ -45,20 +46,6 @@ BRACKETED = re.compile(f"(?:{BRACKET_RANK.pattern})|(?:{ACCEL.pattern})|(?:{DETE
 _DET_TS = 1 + BRACKET_RANK.groups + ACCEL.groups  # Determined's first group in BRACKETED
 _LABEL_START = frozenset(" 0123456789")  # what an srun label can start with
 
-GLOG_TS = re.compile(r"\[?([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?\b")
-ISO_TS = re.compile(
-    r"\[?(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?\]?"
-)
-# a logging formatter's leading time and its separator (`2025-03-01 12:00:00,123 - `,
-# `[2025-03-01T12:00:00Z] `, `2025-03-01 12:00:00 | `); the parser reads it off ISO_TS's match
-# (`_logging_head`), which the tests hold to this definition
-LOGGING_HEAD = re.compile(
-    r"(?:\[\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\] "
-    r"|\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)? (?:- |\| ))"
-)
-LEADING_TS_BEFORE_RANK = re.compile(r"\[?\d{4}-\d\d-\d\d[T _][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s*$")
-
-_TS_START = frozenset("[0123456789IWEF")
 # what may stand before a [rankN]: prefix and still be a prefix: a launcher's tag such as
 # NeMo's `i.pretrain/0` or `<name>.<host> [stderr]`
 TAG_SHAPE = re.compile(r"[\w.\-/<>@]+(?: \[(?:stdout|stderr)\])?")
@@ -100,107 +87,6 @@ def _names_launcher(text: str) -> bool:
 def _may_have_origin(text: str) -> bool:
     """Could classify_origin name an origin for `text` (its cheap tests, before the call)?"""
     return text[:1] in _SCHEDULER_FIRST or _names_launcher(text)
-
-
-def _frac(s: Optional[str]) -> int:
-    if not s:
-        return 0
-    return int((s + "000000")[:6])
-
-
-NEMO_TS = re.compile(r"\[NeMo [A-Z] ")
-
-
-def parse_ts(text: str, year: int) -> Optional[datetime]:
-    """A timestamp at the start of `text` (glog or ISO-like, NeMo's `[NeMo I <ISO>`), or None."""
-    return _stamp(text, year)[0]
-
-
-# a time's own text (with the year, for glog) -> its value: the lines of one second, of all
-# ranks, share one time, which is read once; None for a time that is no date (bounded)
-_ISO_SEEN: dict[str, Optional[datetime]] = {}
-_GLOG_SEEN: dict[tuple[str, int], Optional[datetime]] = {}
-MAX_STAMPS = 4096
-
-
-def _stamp(text: str, year: int) -> tuple[Optional[datetime], int]:
-    """parse_ts, and how the time is written at the start of `text` itself: the end of an
-    ISO-like time (> 0), -1 for a glog time, 0 for none or one behind NeMo's tag."""
-    if not text or text[0] not in _TS_START:
-        return None, 0
-    nemo = text.startswith("[NeMo ") and NEMO_TS.match(text) is not None
-    if nemo:
-        text = text[8:]
-    m = ISO_TS.match(text)
-    if m is not None:
-        key = m.group()
-        if key in _ISO_SEEN:
-            return _ISO_SEEN[key], 0 if nemo else m.end()
-        dt: Optional[datetime]
-        try:
-            dt = datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), _frac(m[7]))
-        except ValueError:
-            dt = None
-        tz = m[8]
-        if dt is not None and tz and tz != "Z":
-            sign = 1 if tz[0] == "+" else -1
-            hh, mm = int(tz[1:3]), int(tz[-2:])
-            try:
-                dt -= sign * timedelta(hours=hh, minutes=mm)
-            except OverflowError:
-                dt = None
-        if len(_ISO_SEEN) >= MAX_STAMPS:
-            _ISO_SEEN.clear()
-        _ISO_SEEN[key] = dt
-        return dt, 0 if nemo else m.end()
-    m = GLOG_TS.match(text)
-    if m is not None:
-        gkey = (m.group(), year)
-        if gkey in _GLOG_SEEN:
-            return _GLOG_SEEN[gkey], 0 if nemo else -1
-        try:
-            dt = datetime(year, int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]), _frac(m[7]))
-        except ValueError:
-            dt = None
-        if len(_GLOG_SEEN) >= MAX_STAMPS:
-            _GLOG_SEEN.clear()
-        _GLOG_SEEN[gkey] = dt
-        return dt, 0 if nemo else -1
-    return None, 0
-
-
-def _logging_head(text: str, end: int) -> int:
-    """Where LOGGING_HEAD's match ends in `text` (0: no match), given where an ISO-like time at
-    its start ends (`end`, from ISO_TS), without a second regex: the head is that time in
-    brackets and a space, or unbracketed and then ` - ` or ` | ` (tests/test_prefix.py holds
-    this to LOGGING_HEAD)."""
-    if text[0] == "[":
-        return end + 1 if text[end - 1] == "]" and text[end : end + 1] == " " else 0
-    return end + 3 if text[end - 1] != "]" and text[end : end + 3] in (" - ", " | ") else 0
-
-
-def _nearest_year(ts: datetime, ref: datetime) -> int:
-    """The year that puts month-day-time `ts` nearest `ref` (one of ref's year and the two around it)."""
-    best: Optional[datetime] = None
-    for y in (ref.year - 1, ref.year, ref.year + 1):
-        try:
-            c = ts.replace(year=y)
-        except ValueError:
-            continue
-        if best is None or abs(c - ref) < abs(best - ref):
-            best = c
-    return best.year if best is not None else ref.year
-
-
-def _year_not_after(ts: datetime, until: datetime) -> int:
-    """The latest year that does not put month-day-time `ts` after `until`."""
-    for y in (until.year + 1, until.year, until.year - 1):
-        try:
-            if ts.replace(year=y) <= until:
-                return y
-        except ValueError:
-            continue
-    return until.year - 1
 
 
 LOG_RECORD = re.compile(r"\[?[IWEF]\d{4} |\[|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):")
