@@ -708,16 +708,21 @@ def report_text(diag, verdict) -> str:
     """The text report: the joined verdict, then the log's diagnosis (no colour)."""
     import io
 
-    from rich.console import Console
-
     from slurmdoc.report.job import render_text as render_job
+    from slurmdoc.report.styled import PlainLines
     from slurmdoc.report.terminal import render as render_term
 
     buf = io.StringIO()
-    con = Console(file=buf, no_color=True, width=120, highlight=False, soft_wrap=True, force_terminal=False)
+
+    def console():  # made only for a line rich must draw itself (report.styled.PlainLines)
+        from rich.console import Console
+
+        return Console(file=buf, no_color=True, width=120, highlight=False, soft_wrap=True, force_terminal=False)
+
+    con = PlainLines(buf, console)
     render_job(verdict, con)
     if diag is not None and diag.lines_read:
-        con.print("")
+        con.line("")
         render_term(diag, con)
     return buf.getvalue()
 
