@@ -112,6 +112,66 @@ def test_each_construct_is_widened_never_narrowed(pattern, text, ci, prefix):
     holds(pattern, ci, text, prefix, compiled(sup.expression))
 
 
+CLASS_ESCAPES = [r"\s", r"\S", r"\d", r"\D", r"\w", r"\W"]
+
+
+@pytest.mark.parametrize("ci", [False, True])
+@pytest.mark.parametrize(
+    "pattern",
+    CLASS_ESCAPES + [f"[{e}]" for e in CLASS_ESCAPES] + [f"[^{e}]" for e in CLASS_ESCAPES] + [r"[^\d\s]", r"[^\w\s]", r"[\S-]"],
+)
+def test_class_escapes_hold_every_ascii_character_regex_puts_in_them(pattern, ci):
+    """Each class escape, alone, in a class and in a negated class: every ASCII character that
+    `regex` (the rules' engine, not Python's `re`) puts in it is let through. Python's \\s holds
+    the separators \\x1c-\\x1f and `regex`'s does not, so `regex`'s \\S and [^\\s] hold them."""
+    db = compiled(line_superset(pattern, ci).expression)
+    holds(pattern, ci, "\n".join(chr(c) for c in range(128) if c != 10), "", db)
+
+
+def _largest_count(expression: str) -> int:
+    """The largest number of times the expression writes one piece: counts of nested repeats
+    multiplied (an open repeat counts its minimum)."""
+    from slurmdoc.engine.loader import _sre, _sre_parse
+
+    def walk(items) -> int:
+        most = 1
+        for op, av in items:
+            if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
+                lo, hi, sub = av
+                most = max(most, (lo if hi == _sre.MAXREPEAT else hi) * walk(sub))
+            elif op is _sre.SUBPATTERN:
+                most = max(most, walk(av[3]))
+            elif op is _sre.BRANCH:
+                most = max([most] + [walk(b) for b in av[1]])
+        return most
+
+    return walk(_sre_parse.parse(expression))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "line"),
+    [
+        (r"x\w{1,10000}y", "x" + "a" * 9000 + "y"),
+        (r"x\d{5000}z", "x" + "7" * 5000 + "z"),
+        (r"(?:(?:ab){1,100}){1,100}c", "ab" * 3000 + "c"),
+        (r"(?:a{2,90}){2,90}b", "a" * 500 + "b"),
+        (r"y[^z]{300,}z", "y" + "é" * 400 + "z"),
+        (r"(?i)k\S{70}s", "K" + "\x1c" * 70 + "\u017f"),
+    ],
+)
+def test_big_counts_are_written_small_and_still_let_their_lines_through(pattern, line):
+    """A counted repeat of thousands (a user's rule may hold one: the loader bounds its weight
+    by what `regex` compiles quickly) took Hyperscan seconds to minutes to compile (29 s for
+    \\w{1,10000}). The superset counts at most MAX_COUNT of anything, nested counts multiplied,
+    and still says "may match" of the lines the pattern matches."""
+    from slurmdoc.engine.superset import MAX_COUNT
+
+    sup = line_superset(pattern, False)
+    assert _largest_count(sup.expression) <= 4 * MAX_COUNT  # (a non-ASCII character is 1-4 bytes)
+    assert regex.search(pattern, line, FLAGS)
+    holds(pattern, False, line, "[rank3]: ", compiled(sup.expression))
+
+
 def test_the_letters_that_non_ascii_characters_fold_to_are_all_known():
     """Under ignore-case `regex` lets a few non-ASCII characters match ASCII letters (the
     long s, the Kelvin sign, the Turkish i's); the superset widens exactly those letters."""
@@ -175,3 +235,14 @@ def test_line_guards_cover_only_rules_judged_line_by_line():
     unguarded = [key for key, rs in owners.items() if key not in guards]
     assert ("Traceback", False) in unguarded and ("File \"", False) in unguarded
     assert by_id["python-exception"].spec.scope == "traceback"
+
+
+def test_a_pattern_python_warns_about_gets_its_superset_quietly():
+    """`[[` makes Python's parser warn of a nested set (the loader already said so, once, when
+    it read the rule): writing the superset adds no second warning on stderr."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sup = line_superset(r"token [[z]q]")
+    assert sup is not None and says_may_match(compiled(sup.expression), b"3: token [q]")

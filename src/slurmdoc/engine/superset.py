@@ -14,6 +14,8 @@ Unicode semantics applied. So the expression is made wider than the pattern, nev
   cases under ignore-case) and, when it can hold any non-ASCII character, any UTF-8 sequence
   of one to four bytes, so counted repeats still count characters;
 - a back-reference becomes "anything on the line";
+- a counted repeat past MAX_COUNT (nested counts multiplied) counts less: its minimum
+  lowered, its maximum dropped (Hyperscan's compile time grows fast with big counts);
 - a leading or trailing optional part, and a trailing repeat beyond its minimum, are cut
   (Hyperscan reports every end of a match: `foo.*` would report each byte after `foo`).
 
@@ -27,8 +29,11 @@ Patterns in syntax that Python's parser reads otherwise than `regex` does get no
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Optional
+
+import regex
 
 from slurmdoc.engine.loader import _sre, _sre_parse
 
@@ -41,9 +46,19 @@ _NOT_RE_SYNTAX = re.compile(r"\[:\^?\w+:\]|\{(?!\d*(?:,\d*)?\})|\\[pPNXGKLMV]")
 FOLDED_LETTERS = frozenset("iks")
 
 _FOLDED = frozenset(ord(c) for c in FOLDED_LETTERS) | frozenset(ord(c.upper()) for c in FOLDED_LETTERS)
-_WORD = frozenset(range(48, 58)) | frozenset(range(65, 91)) | frozenset(range(97, 123)) | {95}
-_DIGIT = frozenset(range(48, 58))
-_SPACE = frozenset({9, 10, 11, 12, 13, 28, 29, 30, 31, 32})  # \x1c-\x1f: Python's \s has them
+
+
+def _ascii_members(escape: str) -> frozenset[int]:
+    """The ASCII characters in a class escape as `regex` (the rules' engine) reads it: exact,
+    since a negated escape or class is written from its complement. (Python's own \\s also
+    holds \\x1c-\\x1f, `regex`'s does not: a wider \\s made \\S and [^\\s] narrower.)"""
+    rx = regex.compile(escape, regex.VERSION0)
+    return frozenset(c for c in range(128) if rx.match(chr(c)))
+
+
+_WORD = _ascii_members(r"\w")
+_DIGIT = _ascii_members(r"\d")
+_SPACE = _ascii_members(r"\s")
 _CATEGORIES = {
     _sre.CATEGORY_DIGIT: (_DIGIT, False),
     _sre.CATEGORY_NOT_DIGIT: (_DIGIT, True),
@@ -53,6 +68,9 @@ _CATEGORIES = {
     _sre.CATEGORY_NOT_SPACE: (_SPACE, True),
 }
 _ALL = frozenset(range(128))
+# the largest count written, counts of nested repeats multiplied (the bundled pack's largest is
+# 40); past it a repeat is widened
+MAX_COUNT = 64
 _MULTI = r"[\x80-\xff]{1,4}"  # one non-ASCII character, or a byte that is no UTF-8
 
 
@@ -94,7 +112,9 @@ def line_superset(pattern: str, ignore_case: bool = False) -> Optional[Superset]
     if _NOT_RE_SYNTAX.search(pattern):
         return None
     try:
-        tree = _sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
+        with warnings.catch_warnings():  # (`[[`: the loader has said so once already)
+            warnings.simplefilter("ignore")
+            tree = _sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
     except Exception:  # noqa: BLE001 - syntax only `regex` reads
         return None
     w = _Writer(bool(tree.state.flags & re.IGNORECASE), bool(tree.state.flags & re.DOTALL))
@@ -113,6 +133,7 @@ class _Writer:
         self.ci = ci
         self.dotall = dotall
         self.spans = False
+        self.mult = 1  # how many times the enclosing counted repeats write what is written now
 
     # ---- characters -------------------------------------------------------------
     def _one(self, members: set[int], non_ascii: bool) -> str:
@@ -214,7 +235,20 @@ class _Writer:
             return "(?:" + self.seq(list(av.data)) + ")"
         if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
             lo, hi, p = av
-            inner = self.seq(list(p.data))
+            # counts beyond what MAX_COUNT leaves (nested counts multiply) are widened: the
+            # minimum lowered, the maximum dropped; Hyperscan takes seconds to minutes for a
+            # counted repeat of thousands (`\\w{1,10000}`: 29 s) that `regex` compiles at once
+            room = MAX_COUNT // self.mult
+            if lo > room:
+                lo = room
+            if hi != _sre.MAXREPEAT and hi > room:
+                hi = _sre.MAXREPEAT
+            mult = self.mult
+            self.mult = mult * max(lo, 1 if hi == _sre.MAXREPEAT else hi)
+            try:
+                inner = self.seq(list(p.data))
+            finally:
+                self.mult = mult
             if not inner:
                 return ""
             top = "" if hi == _sre.MAXREPEAT else str(hi)
