@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from slurmdoc.api import diagnose
@@ -763,3 +763,49 @@ def test_another_pattern_is_another_prefilter(monkeypatch):
     changed = Matcher(Rulebook([other if x is r else x for x in book.rules]))
     assert changed.keywords == same.keywords
     assert api._prefilter(changed, "auto") is not first
+
+
+# escape sequences the reader takes off a line (api.ANSI): colour and cursor codes, and the
+# two-byte ones (reverse index, string terminator, ...) that hold no `[`
+_ESCAPES = st.sampled_from(["\x1b[0m", "\x1b[1;31m", "\x1b[K", "\x1bM", "\x1bD", "\x1b\\", "\x1b_"])
+
+
+@pytest.fixture(scope="module")
+def quiet_prefilter():
+    from slurmdoc import api
+
+    pf = api._prefilter(Matcher(load_rulebook(None)), "hyperscan")
+    assert pf.can_quiet
+    return pf
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="the quiet search is Hyperscan's")
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_rule_s_line_with_escape_sequences_outside_its_keywords_is_found_quietly(data, quiet_prefilter, book):
+    """Any single-line match example of any rule, behind a prefix, with escape sequences put in
+    where they split no word and no keyword of the rule (inside one is a documented limit):
+    the reader takes them off and the rule matches, so the quiet search must find the line."""
+    from slurmdoc.api import ANSI
+
+    rule = data.draw(st.sampled_from([r for r in book.rules if any("\n" not in (e if isinstance(e, str) else e.text) for e in r.spec.examples.match)]))
+    text = data.draw(st.sampled_from([t for t in (e if isinstance(e, str) else e.text for e in rule.spec.examples.match) if "\n" not in t]))
+    raw = "[rank3]: " + text
+    hay = raw.lower() if rule.spec.ignore_case else raw
+    inside = set()
+    for k in rule.keywords:
+        i = hay.find(k)
+        while i >= 0:
+            inside.update(range(i + 1, i + len(k)))
+            i = hay.find(k, i + 1)
+    cuts = [i for i in range(1, len(raw)) if i not in inside and not (raw[i - 1].isalnum() and raw[i].isalnum())]
+    chosen = sorted(data.draw(st.lists(st.sampled_from(cuts), unique=True, max_size=4))) if cuts else []
+    pieces, last = [], 0
+    for c in chosen:
+        pieces += [raw[last:c], data.draw(_ESCAPES)]
+        last = c
+    line = "".join(pieces) + raw[last:]
+    assert ANSI.sub("", line) == raw
+    assert Matcher(book).match_rule(rule, text) is not None
+    buf = bytearray(line.encode() + b"\n")
+    assert quiet_prefilter.find(buf, len(buf), quiet=True), line

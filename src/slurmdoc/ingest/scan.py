@@ -435,7 +435,9 @@ def _split_marked(words: list[tuple[bytes, bool]], marks: set, held: set) -> lis
         if lits:
             alt = "|".join(sorted(lits))
             for m, _ in sorted(marks):
-                mark = _hs_literal(m).decode()
+                # a line the reader takes escape sequences off: any escape byte, not only the
+                # mark (`\x1bM`, `\x1b\\` hold no `[`, and may stand inside a rule's match)
+                mark = r"\x1b" if m.startswith(b"\x1b") else _hs_literal(m).decode()
                 out.append(("(?i)" if ci else "") + f"{mark}[^\\n]*(?:{alt})|(?:{alt})[^\\n]*{mark}")
     return out
 
