@@ -809,3 +809,30 @@ def test_a_rule_s_line_with_escape_sequences_outside_its_keywords_is_found_quiet
     assert Matcher(book).match_rule(rule, text) is not None
     buf = bytearray(line.encode() + b"\n")
     assert quiet_prefilter.find(buf, len(buf), quiet=True), line
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="the quiet search is Hyperscan's")
+def test_a_user_rule_hyperscan_refuses_leaves_the_others_guarded(tmp_path):
+    """A user's pattern whose superset Hyperscan refuses (too long for it) costs its own rule
+    its guard, its keyword searched as a plain literal, and not the whole pack its quiet search."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    long = r"\w" * 700
+    (rules / "long-token.yaml").write_text(
+        "title: A long token\ncategory: config_error\nrole: cause\npriority: 70\nscope: line\n"
+        "keywords: ['bad token']\n"
+        f"patterns:\n  - 'bad token x{long}'\n"
+        "remediation:\n  summary: 'a bad token'\n"
+        f"examples:\n  match:\n    - 'bad token x{'a' * 700}'\n  no_match:\n    - 'good token'\n"
+    )
+    lines = [_NOISY.format(r=i % 4, i=i, l=3) for i in range(12000)]
+    lines[6000] = "[rank2]: bad token x" + "a" * 700
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    exact = _json([str(log)], budget=None, rule_dirs=[str(rules)])
+    stats: dict = {}
+    quiet = _json([str(log)], budget=Budget(head=0, min_head=0, tail=4 << 10, min_tail=4 << 10), rule_dirs=[str(rules)], stats=stats)
+    assert any("only the lines a rule may match" in w for w in quiet["warnings"])
+    assert _key(quiet) == _key(exact) and quiet["handled"] == exact["handled"]
+    assert "long-token" in json.dumps(exact)
+    assert stats["parsed"] < len(lines) // 20

@@ -223,15 +223,23 @@ class Prefilter:
                 held = held | self._marks
             else:
                 guards = make()
-                held = {(w.encode("utf-8"), ci) for (w, ci) in guards} | self._marks
-                rest = covering([w for w in words if w not in held])
-                exprs = sorted({e for es in guards.values() for e in es}) + _split_marked(words, self._marks, held - self._marks)
+                held, rest, exprs = self._quiet_parts(guards)
                 if not exprs:
                     return False
                 try:
                     db = _hs_compile(rest, exprs)
-                except Exception:  # noqa: BLE001 - an expression Hyperscan refuses (a rule of the user's): no quiet search
-                    return False
+                except Exception:  # noqa: BLE001 - an expression Hyperscan refuses (a rule of the user's)
+                    # the keywords of that rule are searched as plain literals; the others
+                    # keep their guards
+                    refused = _refused(sorted({e for es in guards.values() for e in es}))
+                    guards = {k: es for k, es in guards.items() if not refused.intersection(es)}
+                    held, rest, exprs = self._quiet_parts(guards)
+                    try:
+                        db = _hs_compile(rest, exprs) if guards else None
+                    except Exception:  # noqa: BLE001 - refused together: no quiet search
+                        db = None
+                    if db is None:
+                        return False
                 if key:
                     _hs_keep(key + _held_blob(held - self._marks), db, path)
             loud = _loud_ids(self._kept, words, held)
@@ -240,6 +248,15 @@ class Prefilter:
                 self._quiet_long = _long_literals(covering([w for w in words if w not in held]))
                 self._loud = loud
         return self._quiet_db is not None
+
+    def _quiet_parts(self, guards: dict[tuple[str, bool], tuple[str, ...]]) -> tuple[set, list[tuple[bytes, bool]], list[str]]:
+        """The quiet search's guarded literals (the marks among them), the literals it keeps
+        searching for, and its expressions."""
+        words = self._words
+        held = {(w.encode("utf-8"), ci) for (w, ci) in guards} | self._marks
+        rest = covering([w for w in words if w not in held])
+        exprs = sorted({e for es in guards.values() for e in es}) + _split_marked(words, self._marks, held - self._marks)
+        return held, rest, exprs
 
     def find(self, buf: bytearray, end: int, quiet: bool = False) -> list[int]:
         """Sorted offsets (somewhere inside each match) of every literal in buf[:end]; quiet:
@@ -439,6 +456,17 @@ def _split_marked(words: list[tuple[bytes, bool]], marks: set, held: set) -> lis
                 # mark (`\x1bM`, `\x1b\\` hold no `[`, and may stand inside a rule's match)
                 mark = r"\x1b" if m.startswith(b"\x1b") else _hs_literal(m).decode()
                 out.append(("(?i)" if ci else "") + f"{mark}[^\\n]*(?:{alt})|(?:{alt})[^\\n]*{mark}")
+    return out
+
+
+def _refused(exprs: list[str]) -> set[str]:
+    """The expressions Hyperscan refuses alone (asked only when it refused them together)."""
+    out = set()
+    for e in exprs:
+        try:
+            _hs_compile([], [e])
+        except Exception:  # noqa: BLE001 - too long, too large, unsupported
+            out.add(e)
     return out
 
 
