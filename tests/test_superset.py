@@ -148,6 +148,32 @@ def _largest_count(expression: str) -> int:
     return walk(_sre_parse.parse(expression))
 
 
+def _optional_pieces(expression: str) -> int:
+    """How many optional pieces the expression's bounded repeats write in all (maximum less
+    minimum, times the enclosing counts), leaving out the 1-4 bytes of a non-ASCII character."""
+    from slurmdoc.engine.loader import _sre, _sre_parse
+
+    byte_run = list(_sre_parse.parse(r"[\x80-\xff]{1,4}"))[0]
+
+    def walk(items, mult: int) -> int:
+        n = 0
+        for op, av in items:
+            if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
+                if (op, av[0], av[1], list(av[2])) == (byte_run[0], byte_run[1][0], byte_run[1][1], list(byte_run[1][2])):
+                    continue
+                lo, hi, sub = av
+                if hi != _sre.MAXREPEAT:
+                    n += (hi - lo) * mult
+                n += walk(sub, mult * (lo if hi == _sre.MAXREPEAT else hi) or mult)
+            elif op is _sre.SUBPATTERN:
+                n += walk(av[3], mult)
+            elif op is _sre.BRANCH:
+                n += sum(walk(b, mult) for b in av[1])
+        return n
+
+    return walk(_sre_parse.parse(expression), 1)
+
+
 @pytest.mark.parametrize(
     ("pattern", "line"),
     [
@@ -157,17 +183,20 @@ def _largest_count(expression: str) -> int:
         (r"(?:a{2,90}){2,90}b", "a" * 500 + "b"),
         (r"y[^z]{300,}z", "y" + "é" * 400 + "z"),
         (r"(?i)k\S{70}s", "K" + "\x1c" * 70 + "\u017f"),
+        ("x" + r"[^,]{1,64}," * 20 + "y", "x" + "ab," * 20 + "y"),
     ],
 )
 def test_big_counts_are_written_small_and_still_let_their_lines_through(pattern, line):
     """A counted repeat of thousands (a user's rule may hold one: the loader bounds its weight
     by what `regex` compiles quickly) took Hyperscan seconds to minutes to compile (29 s for
     \\w{1,10000}). The superset counts at most MAX_COUNT of anything, nested counts multiplied,
-    and still says "may match" of the lines the pattern matches."""
-    from slurmdoc.engine.superset import MAX_COUNT
+    and still says "may match" of the lines the pattern matches; so many bounded repeats that
+    their optional pieces add up past MAX_SPAN (20 of [^,]{1,64}: 2.4 s) lose their maximum."""
+    from slurmdoc.engine.superset import MAX_COUNT, MAX_SPAN
 
     sup = line_superset(pattern, False)
     assert _largest_count(sup.expression) <= 4 * MAX_COUNT  # (a non-ASCII character is 1-4 bytes)
+    assert _optional_pieces(sup.expression) <= MAX_SPAN
     assert regex.search(pattern, line, FLAGS)
     holds(pattern, False, line, "[rank3]: ", compiled(sup.expression))
 

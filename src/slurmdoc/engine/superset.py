@@ -15,7 +15,8 @@ Unicode semantics applied. So the expression is made wider than the pattern, nev
   of one to four bytes, so counted repeats still count characters;
 - a back-reference becomes "anything on the line";
 - a counted repeat past MAX_COUNT (nested counts multiplied) counts less: its minimum
-  lowered, its maximum dropped (Hyperscan's compile time grows fast with big counts);
+  lowered, its maximum dropped, as is any maximum past MAX_SPAN optional pieces in all
+  (Hyperscan's compile time grows fast with big counts);
 - a leading or trailing optional part, and a trailing repeat beyond its minimum, are cut
   (Hyperscan reports every end of a match: `foo.*` would report each byte after `foo`).
 
@@ -71,6 +72,9 @@ _ALL = frozenset(range(128))
 # the largest count written, counts of nested repeats multiplied (the bundled pack's largest is
 # 40); past it a repeat is widened
 MAX_COUNT = 64
+# the most optional pieces the bounded repeats of one expression write, counted as above (the
+# bundled pack's most is 43); past it a repeat's maximum is dropped
+MAX_SPAN = 256
 _MULTI = r"[\x80-\xff]{1,4}"  # one non-ASCII character, or a byte that is no UTF-8
 
 
@@ -134,6 +138,7 @@ class _Writer:
         self.dotall = dotall
         self.spans = False
         self.mult = 1  # how many times the enclosing counted repeats write what is written now
+        self.span_left = MAX_SPAN  # optional pieces bounded repeats may still write
 
     # ---- characters -------------------------------------------------------------
     def _one(self, members: set[int], non_ascii: bool) -> str:
@@ -241,8 +246,10 @@ class _Writer:
             room = MAX_COUNT // self.mult
             if lo > room:
                 lo = room
-            if hi != _sre.MAXREPEAT and hi > room:
-                hi = _sre.MAXREPEAT
+            if hi != _sre.MAXREPEAT and (hi > room or (hi - lo) * self.mult > self.span_left):
+                hi = _sre.MAXREPEAT  # (and so past MAX_SPAN optional pieces in all: 20 of `[^,]{1,64}` took 2.4 s)
+            elif hi != _sre.MAXREPEAT:
+                self.span_left -= (hi - lo) * self.mult
             mult = self.mult
             self.mult = mult * max(lo, 1 if hi == _sre.MAXREPEAT else hi)
             try:
