@@ -836,3 +836,17 @@ def test_a_user_rule_hyperscan_refuses_leaves_the_others_guarded(tmp_path):
     assert _key(quiet) == _key(exact) and quiet["handled"] == exact["handled"]
     assert "long-token" in json.dumps(exact)
     assert stats["parsed"] < len(lines) // 20
+
+
+@pytest.mark.skipif(scan_mod._hs is None, reason="the quiet search is Hyperscan's")
+def test_a_literal_that_ends_a_short_block_is_found_quietly():
+    """Hyperscan's engine for short blocks (17 to 34 bytes here) misses a literal match that
+    ends the block when the database also holds an expression like `\\*a[^\\n]*`, as a quiet
+    database does: the last piece of an input whose last line has no newline. Whatever the
+    length, every literal is found where it ends the block."""
+    pf = Prefilter(["xy", "*a"], [], engine="hyperscan", guards=lambda: {("*a", False): (r"\*a[^\n]*",)}, guards_key=lambda: b"")
+    assert pf.can_quiet
+    for n in range(64):
+        buf = bytearray(b"q" * n + b"xy")
+        assert pf.find(buf, len(buf), quiet=True) == [n + 1], n
+        assert pf.find(bytearray(b"*a" + b"q" * n), n + 2, quiet=True)

@@ -108,6 +108,9 @@ def block_size() -> int:
     return BLOCK
 
 
+# a scan of fewer bytes than this is padded with newlines (Prefilter._scan)
+SHORT_SCAN = 64
+
 # A block is dense when guarded literals (see Prefilter) hit in it DENSE_MIN times or more,
 # and on a DENSE_SHARE of its lines or more: from then on the input is searched quietly
 DENSE_MIN = 512
@@ -284,8 +287,11 @@ class Prefilter:
         out: list[int] = []
         add = out.append
         n = 0
+        size = end - start
 
         def on_match(i: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            if to > size:
+                return  # in the padding of a short scan
             if i in long:  # only the literal's first HS_HEAD bytes were searched for
                 w, ci = long[i]
                 s = start + to - HS_HEAD
@@ -299,7 +305,14 @@ class Prefilter:
                 n += 1
             add(start + to - 1)
 
-        db.scan(view[start:end], match_event_handler=on_match, scratch=scratch)
+        if end - start < SHORT_SCAN:
+            # Hyperscan's engine for short blocks misses a match ending the block in some
+            # databases (a literal beside an expression such as `\*a[^\n]*`, at 17 to 34
+            # bytes): newlines after it, which no literal or expression holds, take it off
+            # that engine and change no offset
+            db.scan(view[start:end].tobytes() + b"\n" * SHORT_SCAN, match_event_handler=on_match, scratch=scratch)
+        else:
+            db.scan(view[start:end], match_event_handler=on_match, scratch=scratch)
         out.sort()
         if held is not None:
             held[0] += n
