@@ -526,13 +526,7 @@ def _loud_ids(kept: list[tuple[bytes, bool]], words: list[tuple[bytes, bool]], h
     is looked for in all the literals at once, as covering does."""
     if any(b"\0" in w for w, _ in words):
         return frozenset()  # the separator below: guard nothing
-    text = b"\0".join(w for w, _ in words)
-    low = text.lower()
-    starts = []
-    at = 0
-    for w, _ in words:
-        starts.append(at)
-        at += len(w) + 1
+    text, low, starts = _joined(words)
     loud = set()
     for k, (w0, ci0) in enumerate(kept):
         hay, needle = (low, w0.lower()) if ci0 else (text, w0)
@@ -648,13 +642,7 @@ def covering(words: list[tuple[bytes, bool]]) -> list[tuple[bytes, bool]]:
     uniq = list(dict.fromkeys(words))
     if any(b"\0" in w for w, _ in uniq):
         return uniq  # the separator below: keep every literal
-    text = b"\0".join(w for w, _ in uniq)  # each literal searched for in all of them at once
-    low = text.lower()
-    starts = []
-    at = 0
-    for w, _ in uniq:
-        starts.append(at)
-        at += len(w) + 1
+    text, low, starts = _joined(uniq)  # each literal searched for in all of them at once
     first_case: dict[bytes, int] = {}  # lower case -> the first case-free literal of it
     for k, (w, ci) in enumerate(uniq):
         if ci:
@@ -672,6 +660,18 @@ def covering(words: list[tuple[bytes, bool]]) -> list[tuple[bytes, bool]]:
                 held[o] = True
             i = hay.find(needle, i + 1)
     return [u for u, h in zip(uniq, held) if not h]
+
+
+def _joined(words: list[tuple[bytes, bool]]) -> tuple[bytes, bytes, list[int]]:
+    """The literals joined by NULs (to look for one in all of them at once), that in lower
+    case, and where each starts (bisect a find's offset to the literal it fell in)."""
+    text = b"\0".join(w for w, _ in words)
+    starts = []
+    at = 0
+    for w, _ in words:
+        starts.append(at)
+        at += len(w) + 1
+    return text, text.lower(), starts
 
 
 def _hs_literal(w: bytes) -> bytes:
