@@ -23,6 +23,12 @@ try:  # Python's own regex parser, to measure a pattern before `regex` compiles 
 except ImportError:  # Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+# syntax that Python's parser reads otherwise than `regex` does, or not at all as `regex` means
+# it: a POSIX class (`[[:digit:]]`), a fuzzy constraint (`{e<=1}`: braces that are no count),
+# `regex`'s own escapes (properties, named characters, grapheme, \G \K \L \M \V); what reads
+# a pattern through Python's parser (matcher.required_literal, superset) leaves these alone
+NOT_RE_SYNTAX = re.compile(r"\[:\^?\w+:\]|\{(?!\d*(?:,\d*)?\})|\\[pPNXGKLMV]")
 from pydantic import ValidationError
 
 from slurmdoc.engine import safeyaml

@@ -11,7 +11,7 @@ from typing import Optional
 import regex
 
 from slurmdoc.diagnosis.ranks import to_int
-from slurmdoc.engine.loader import MATCH_TIMEOUT, Rule, Rulebook, _sre, _sre_parse
+from slurmdoc.engine.loader import MATCH_TIMEOUT, NOT_RE_SYNTAX, Rule, Rulebook, _sre, _sre_parse
 from slurmdoc.models import Event
 
 MAX_TIMEOUTS = 3  # a rule that times out on this many events is not tried again in the run
@@ -63,18 +63,13 @@ def trie_regex(words: list[str]) -> str:
     return build(trie)
 
 
-# syntax that Python's parser reads otherwise than `regex` does, or not at all as `regex` means
-# it: a POSIX class (`[[:digit:]]`), a fuzzy constraint (`{e<=1}`: braces that are no count)
-_NOT_RE_SYNTAX = re.compile(r"\[:\^?\w+:\]|\{(?!\d*(?:,\d*)?\})")
-
-
 def required_literal(pattern: str, flags: int) -> str:
     """The longest run of plain characters that every match of `pattern` holds: one at its
     top level (not inside a group, an alternative or a repetition), so a text without it
     cannot match and the pattern need not be tried on it. "" when there is none, or when it
     cannot be told for sure: a case-insensitive or verbose pattern, or syntax that Python's
     parser reads otherwise than `regex` does."""
-    if flags & (regex.IGNORECASE | regex.VERBOSE | regex.V1) or _NOT_RE_SYNTAX.search(pattern):
+    if flags & (regex.IGNORECASE | regex.VERBOSE | regex.V1) or NOT_RE_SYNTAX.search(pattern):
         return ""
     try:
         tree = _sre_parse.parse(pattern, 0)

@@ -36,10 +36,10 @@ from typing import Optional
 
 import regex
 
-from slurmdoc.engine.loader import _sre, _sre_parse
+from slurmdoc.engine.loader import NOT_RE_SYNTAX, _sre, _sre_parse
 
-# syntax that Python's parser reads otherwise than `regex` does (as matcher.required_literal)
-_NOT_RE_SYNTAX = re.compile(r"\[:\^?\w+:\]|\{(?!\d*(?:,\d*)?\})|\\[pPNXGKLMV]")
+_REPEATS = (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None))  # (possessive: 3.11)
+_ATOMIC = getattr(_sre, "ATOMIC_GROUP", None)
 
 # ASCII letters that a non-ASCII character matches under ignore-case in `regex` (U+017F
 # long s, U+212A Kelvin sign, U+0130 and U+0131 dotted and dotless i); a test checks the list
@@ -113,7 +113,7 @@ class Superset:
 def line_superset(pattern: str, ignore_case: bool = False) -> Optional[Superset]:
     """The pattern's line superset, or None when none can be written (syntax Python's parser
     does not read as `regex` does, an expression that matches an empty string)."""
-    if _NOT_RE_SYNTAX.search(pattern):
+    if NOT_RE_SYNTAX.search(pattern):
         return None
     try:
         with warnings.catch_warnings():  # (`[[`: the loader has said so once already)
@@ -236,9 +236,9 @@ class _Writer:
                 return "(?:" + self.seq(list(p.data)) + ")"
             finally:
                 self.ci, self.dotall = ci, dotall
-        if op is getattr(_sre, "ATOMIC_GROUP", None):
+        if op is _ATOMIC:
             return "(?:" + self.seq(list(av.data)) + ")"
-        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
+        if op in _REPEATS:
             lo, hi, p = av
             # counts beyond what MAX_COUNT leaves (nested counts multiply) are widened: the
             # minimum lowered, the maximum dropped; Hyperscan takes seconds to minutes for a
@@ -279,9 +279,9 @@ class _Writer:
                 n += min(self.min_len(list(b.data)) for b in av[1])
             elif op is _sre.SUBPATTERN:
                 n += self.min_len(list(av[3].data))
-            elif op is getattr(_sre, "ATOMIC_GROUP", None):
+            elif op is _ATOMIC:
                 n += self.min_len(list(av.data))
-            elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
+            elif op in _REPEATS:
                 n += av[0] * self.min_len(list(av[2].data))
             elif op is _sre.GROUPREF_EXISTS:
                 n += min(self.min_len(list(av[1].data)), self.min_len(list(av[2].data)) if av[2] is not None else 0)
@@ -296,7 +296,7 @@ class _Writer:
         while items and self._optional(items[0]):
             items.pop(0)
         for at in (-1, 0):
-            if items and items[at][0] in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
+            if items and items[at][0] in _REPEATS:
                 lo, _hi, p = items[at][1]
                 items[at] = (_sre.MAX_REPEAT, (lo, lo, p))
         return items

@@ -494,24 +494,20 @@ def _held_blob(held: set) -> bytes:
 
 def _hs_load_quiet(key: bytes, path: Path):
     """(database, guarded literals) from the quiet search's cache, or None."""
-    try:
-        with open(path, "rb") as f:
-            blob = f.read(MAX_HS_CACHE + 1)
-        if len(blob) > MAX_HS_CACHE or blob[: len(key)] != key:
-            return None
-        at = len(key)
-        n = int(blob[at:at + 8])
-        at += 8
-        held = set()
-        for _ in range(n):
-            ci, size = blob[at:at + 1] == b"1", int(blob[at + 1:at + 9])
-            held.add((bytes(blob[at + 9:at + 9 + size]), ci))
-            at += 9 + size
-        db = _hs.loadb(blob[at:], _hs.HS_MODE_BLOCK)
-        db.scratch = _hs.Scratch(db)
-        return db, held
-    except Exception:  # noqa: BLE001 - unreadable, damaged, another machine's: make it again
-        return None
+    got = _hs_read(key, path, _read_held)
+    return (got[1], got[0]) if got is not None else None
+
+
+def _read_held(blob: bytes) -> tuple[set, int]:
+    """The guarded literals as _held_blob wrote them, and where they end."""
+    n = int(blob[:8])
+    at = 8
+    held = set()
+    for _ in range(n):
+        ci, size = blob[at:at + 1] == b"1", int(blob[at + 1:at + 9])
+        held.add((bytes(blob[at + 9:at + 9 + size]), ci))
+        at += 9 + size
+    return held, at
 
 
 def _long_literals(kept: list[tuple[bytes, bool]]) -> dict[int, tuple[bytes, bool]]:
@@ -546,14 +542,25 @@ def _loud_ids(kept: list[tuple[bytes, bool]], words: list[tuple[bytes, bool]], h
 
 
 def _hs_load(key: bytes):
+    """The search's database from its cache, or None."""
+    got = _hs_read(key, HS_CACHE)
+    return got[1] if got is not None else None
+
+
+def _hs_read(key: bytes, path: Path, head: Optional[Callable[[bytes], tuple[object, int]]] = None):
+    """(what `head` read after the key, the database after that) from a cache file kept under
+    `key`, or None: missing, too big, another key, damaged, another machine's (compile then).
+    `head(blob)` reads what is kept between the key and the database, and where it ends."""
     try:
-        with open(HS_CACHE, "rb") as f:
+        with open(path, "rb") as f:
             blob = f.read(MAX_HS_CACHE + 1)
         if len(blob) > MAX_HS_CACHE or blob[: len(key)] != key:
             return None
-        db = _hs.loadb(blob[len(key):], _hs.HS_MODE_BLOCK)
+        blob = blob[len(key):]
+        kept, at = head(blob) if head is not None else (None, 0)
+        db = _hs.loadb(blob[at:], _hs.HS_MODE_BLOCK)
         db.scratch = _hs.Scratch(db)  # a loaded database comes without one
-        return db
+        return kept, db
     except Exception:  # noqa: BLE001 - unreadable, damaged, another machine's: compile instead
         return None
 
