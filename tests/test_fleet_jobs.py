@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurmdoc.fleet.jobs import SeveralJobsError, group_files, group_paths, id_from_text, job_of, one_job
 
@@ -180,3 +182,44 @@ def test_the_epilogs_reports_and_ledger_beside_a_log_are_not_read_as_logs(tmp_pa
     s = subprocess.run([sys.executable, "-m", "slurmdoc", "scan", "--format", "json", str(tmp_path)], capture_output=True, text=True)
     (row,) = json.loads(s.stdout)["jobs"]
     assert (row["job_id"], row["files"], row["category"]) == ("24", 1, "import_error")
+
+
+# Pieces of text a sniffed log may hold around a job id: each pattern's own start, near misses
+# of it, and lines that match nothing, so that joined at random they hold matches anywhere.
+_PIECES = [b"SLURM_JOB_ID=", b"SLURM_JOB_ID", b"SLURM_ARRAY_JOB_ID: ", b"SLURM_ARRAY_TASK_ID =", b"SLURM_",
+           b"slurmstepd-n1: error: *** JOB ", b"slurmstepd: error: *** STEP ", b"slurmstepd", b" ON n1 ",
+           b"srun: job ", b"salloc: Granted job allocation ", b"srun: ", b" queued", b" has been allocated",
+           b"123", b"7", b".0", b"_4", b"\n", b" ", b"x", b"\xff", b"srun", b"salloc: job ", b"=", b": ", b"\t"]
+
+
+def _texts():
+    import slurmdoc.fleet.jobs as jobs
+
+    return [jobs._TEXT_ARRAY, jobs._TEXT_TASK, jobs._TEXT_JOB, jobs._TEXT_STEPD, jobs._TEXT_ALLOC]
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_a_pattern_is_searched_from_where_its_start_literals_allow(data):
+    # searching from the first of the literals a pattern's matches start with (or not at all)
+    # finds the same first match as searching the whole text; the texts hold matches of the
+    # patterns themselves (so a literal list missing a way a match can start is caught) among
+    # near misses
+    import slurmdoc.fleet.jobs as jobs
+
+    matches = st.one_of(*(st.from_regex(rx, fullmatch=True) for rx, _ in _texts()))
+    text = b"".join(data.draw(st.lists(st.one_of(st.sampled_from(_PIECES), matches), max_size=12)))
+    for pattern in _texts():
+        whole = pattern[0].search(text)
+        got = jobs._search(pattern, text)
+        assert (got and (got.span(), got.groups())) == (whole and (whole.span(), whole.groups()))
+
+
+def test_the_literal_search_without_simd_finds_the_same_job(tmp_path, monkeypatch):
+    import slurmdoc.fleet.jobs as jobs
+
+    data = b"noise\n" * 1000 + b"salloc: Granted job allocation 9005\n" + b"srun: job 9006 queued\n"
+    assert id_from_text(data) == "9005"  # the first match of the pattern, from either literal
+    monkeypatch.setattr(jobs, "_Str", None)
+    assert id_from_text(data) == "9005"
+    assert id_from_text(b"noise\n" * 1000) is None

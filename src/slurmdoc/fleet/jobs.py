@@ -27,6 +27,11 @@ from typing import Optional
 from slurmdoc.errors import InputError
 from slurmdoc.ingest.sources import expand
 
+try:  # SIMD substring search, where stringzilla has a wheel
+    from stringzilla import Str as _Str
+except Exception:  # pragma: no cover - depends on the platform
+    _Str = None
+
 SNIFF_BYTES = 64 << 10
 
 _EXTS = re.compile(r"(?:\.(?:gz|out|err|log|txt|stdout|stderr|json))+$", re.I)
@@ -37,11 +42,15 @@ _DIGITS = re.compile(r"(?<![A-Za-z0-9])\d+(?![A-Za-z0-9])")
 _JOB_DIR = re.compile(r"^(?:job[_\-.]?)?(\d+)(?:_(\d+))?$", re.I)
 _TORCHRUN_TREE = re.compile(r"[/\\]attempt_\d+[/\\]\d+[/\\](?:stderr|stdout|error)\.(?:log|json)$")
 
-_TEXT_ARRAY = re.compile(rb"SLURM_ARRAY_JOB_ID\s*[=:]\s*(\d+)")
-_TEXT_TASK = re.compile(rb"SLURM_ARRAY_TASK_ID\s*[=:]\s*(\d+)")
-_TEXT_JOB = re.compile(rb"SLURM_JOB_ID\s*[=:]\s*(\d+)")
-_TEXT_STEPD = re.compile(rb"slurmstepd(?:-[\w.\-]+)?: error: \*\*\* (?:JOB|STEP) (\d+)(?:[._][\w.\-]*)? ON ")
-_TEXT_ALLOC = re.compile(rb"(?:srun|salloc): (?:job (\d+) (?:queued|has been allocated)|Granted job allocation (\d+))")
+# Each text pattern with the literals one of which every match of it starts with: a pattern is
+# searched for only from the first of them on, and not at all in a text holding none. A directory
+# of 512 per-rank files is 64 MiB of sniffed text; literal search (SIMD) skips it at memory speed
+# where the five patterns alone took about 0.12 s.
+_TEXT_ARRAY = (re.compile(rb"SLURM_ARRAY_JOB_ID\s*[=:]\s*(\d+)"), (b"SLURM_ARRAY_JOB_ID",))
+_TEXT_TASK = (re.compile(rb"SLURM_ARRAY_TASK_ID\s*[=:]\s*(\d+)"), (b"SLURM_ARRAY_TASK_ID",))
+_TEXT_JOB = (re.compile(rb"SLURM_JOB_ID\s*[=:]\s*(\d+)"), (b"SLURM_JOB_ID",))
+_TEXT_STEPD = (re.compile(rb"slurmstepd(?:-[\w.\-]+)?: error: \*\*\* (?:JOB|STEP) (\d+)(?:[._][\w.\-]*)? ON "), (b"slurmstepd",))
+_TEXT_ALLOC = (re.compile(rb"(?:srun|salloc): (?:job (\d+) (?:queued|has been allocated)|Granted job allocation (\d+))"), (b"srun: ", b"salloc: "))
 
 
 @dataclass(frozen=True)
@@ -90,34 +99,49 @@ def id_from_dir(path: str) -> Optional[str]:
 def sniff(path: str) -> bytes:
     """The first and last SNIFF_BYTES of a file (of a gzip file: its first decompressed bytes).
     Nothing of a pipe or FIFO: reading it would block on one without a writer, and what it
-    gave would be lost to the diagnosis."""
+    gave would be lost to the diagnosis. Read with positioned reads on a bare descriptor: a
+    directory of hundreds of per-rank files is sniffed before every diagnosis of it."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return b""
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-            if head[:2] == b"\x1f\x8b":
-                try:
-                    f.seek(0)
-                    with gzip.GzipFile(fileobj=f) as gz:
-                        return gz.read(4 * SNIFF_BYTES)
-                except (OSError, EOFError, zlib.error):
-                    return b""
-            size = os.fstat(f.fileno()).st_size
-            if size <= 2 * SNIFF_BYTES:
-                return head + f.read(SNIFF_BYTES)
-            f.seek(size - SNIFF_BYTES)
-            return head + b"\n" + f.read(SNIFF_BYTES)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return b""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # checked on what was opened, not on the name
+            return b""
+        head = os.pread(fd, SNIFF_BYTES, 0)
+        if head[:2] == b"\x1f\x8b":
+            try:
+                with os.fdopen(os.dup(fd), "rb") as f, gzip.GzipFile(fileobj=f) as gz:
+                    return gz.read(4 * SNIFF_BYTES)
+            except (OSError, EOFError, zlib.error):
+                return b""
+        if st.st_size <= 2 * SNIFF_BYTES:
+            return head + os.pread(fd, SNIFF_BYTES, len(head))
+        return head + b"\n" + os.pread(fd, SNIFF_BYTES, st.st_size - SNIFF_BYTES)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _find(data: bytes, lit: bytes) -> int:
+    return _Str(data).find(lit) if _Str is not None else data.find(lit)
+
+
+def _search(text: tuple[re.Pattern[bytes], tuple[bytes, ...]], data: bytes) -> Optional[re.Match[bytes]]:
+    """The first match of a text pattern (its regex, the literals its matches start with)."""
+    rx, starts = text
+    at = [i for i in (_find(data, lit) for lit in starts) if i >= 0]
+    return rx.search(data, min(at)) if at else None
 
 
 def id_from_text(data: bytes) -> Optional[str]:
-    a, t = _TEXT_ARRAY.search(data), _TEXT_TASK.search(data)
+    a, t = _search(_TEXT_ARRAY, data), _search(_TEXT_TASK, data)
     if a and t:
         return f"{int(a.group(1))}_{int(t.group(1))}"
-    for rx in (_TEXT_JOB, _TEXT_STEPD, _TEXT_ALLOC):
-        m = rx.search(data)
+    for text in (_TEXT_JOB, _TEXT_STEPD, _TEXT_ALLOC):
+        m = _search(text, data)
         if m:
             return str(int(m.group(m.lastindex or 1)))
     return None
