@@ -61,7 +61,7 @@ def keywords() -> tuple[list[str], list[str], str]:
     """The rule pack's trigger literals and the prefilter engine, asked of a child process."""
     code = (
         "import json, os; from slurmdoc.engine.loader import load_rulebook; from slurmdoc.engine.matcher import Matcher;"
-        "from slurmdoc.ingest.scan import Prefilter; cs, ci = Matcher(load_rulebook(None)).keywords;"
+        "from slurmdoc.ingest.prefilter import Prefilter; cs, ci = Matcher(load_rulebook(None)).keywords;"
         "print(json.dumps([cs, ci, Prefilter(cs, ci, engine=os.environ.get('SLURMDOC_PREFILTER', 'auto')).engine]))"
     )
     cs, ci, engine = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True).stdout)

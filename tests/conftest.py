@@ -6,6 +6,7 @@ import pytest
 from hypothesis import settings
 
 from slurmdoc.engine.loader import load_rulebook
+from slurmdoc.engine.matcher import Matcher
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,6 +21,12 @@ settings.load_profile("default")
 @pytest.fixture(scope="session")
 def book():
     return load_rulebook()
+
+
+@pytest.fixture(scope="module")
+def keywords():
+    """The bundled pack's trigger literals: (case-sensitive, ignore-case)."""
+    return Matcher(load_rulebook(None)).keywords
 
 
 @pytest.fixture

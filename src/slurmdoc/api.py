@@ -14,8 +14,9 @@ from slurmdoc.errors import InputError
 from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.damage import repair
+from slurmdoc.ingest.prefilter import ENGINES, Prefilter
 from slurmdoc.ingest.prefix import PrefixParser
-from slurmdoc.ingest.scan import ENGINES, Budget, Prefilter, Scan
+from slurmdoc.ingest.scan import Budget, Scan
 from slurmdoc.ingest.scan import block_size as scan_block
 from slurmdoc.ingest.sources import Input, make_inputs, read_lines
 from slurmdoc.models import Diagnosis, LogLine, SourceInfo

@@ -1,0 +1,644 @@
+"""The prefilter: offsets of the rule pack's trigger literals in a block of bytes, every
+literal searched for at once (Hyperscan when installed, else RE2, else Python's `re`), so that
+the reader (scan.py) parses lines only around what it finds.
+
+Here too is what the search is made of and runs on: the literal set cut to those worth
+searching for (`covering`), the quiet search's expressions, the compiled databases kept
+beside the bytecode, the helper threads that search a big block in pieces on several cores,
+and the newline count (the reader's too, for the lines it skips).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import queue
+import re
+import sys
+import threading
+from bisect import bisect_right
+from pathlib import Path
+from typing import Callable, Optional
+
+try:  # the accelerator: wheels exist for x86-64 Linux/Windows and macOS
+    import hyperscan as _hs
+except Exception:  # pragma: no cover - depends on the platform
+    _hs = None
+
+try:  # SIMD newline counting, where stringzilla has a wheel
+    from stringzilla import Str as _Str
+except Exception:  # pragma: no cover - depends on the platform
+    _Str = None
+
+
+def count_lf_bytes(data: bytearray, start: int, end: int) -> int:
+    """Newlines in data[start:end], by bytearray.count (the fallback)."""
+    return data.count(b"\n", start, end)
+
+
+def count_lf_simd(data: bytearray, start: int, end: int) -> int:
+    """The same count by stringzilla, on the buffer itself (no copy): most of a big log is
+    only counted, and this is about 15 times as fast on an 8 MiB block."""
+    return _Str(data).count("\n", start, end)
+
+
+count_lf = count_lf_simd if _Str is not None else count_lf_bytes
+
+ENGINES = ("auto", "hyperscan", "re2", "re")
+
+# Hyperscan releases the GIL while it scans: a block this large or larger is cut at
+# newlines into pieces that a thread per core takes in turn (each with its own scratch)
+PARALLEL_MIN = 1 << 20
+PARALLEL_PIECE = 1 << 20  # about what one thread takes at a time
+
+# Hyperscan finds a literal longer than 32 bytes by a slower path: the rule pack's four such
+# literals doubled the time of the whole search (0.45 s a GiB against 0.23 s, one core). A
+# longer literal is searched for by its first HS_HEAD bytes, and the rest is checked here.
+HS_HEAD = 32
+
+
+def cores() -> int:
+    """The CPUs this process may run on (the affinity mask, under Slurm the allocation)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+# a scan of fewer bytes than this is padded with newlines (Prefilter._scan)
+SHORT_SCAN = 64
+
+# A block is dense when guarded literals (see Prefilter) hit in it DENSE_MIN times or more,
+# and on a DENSE_SHARE of its lines or more: from then on the input is searched quietly
+DENSE_MIN = 512
+DENSE_SHARE = 4  # one line in four
+
+
+def dense(loud: int, data: bytearray, end: int) -> bool:
+    """Whether `loud` hits of guarded literals in data[:end] make the block dense."""
+    return loud >= DENSE_MIN and loud * DENSE_SHARE >= count_lf(data, 0, end)
+
+
+class Prefilter:
+    """Offsets of trigger literals in a block of bytes.
+
+    `guards` (Hyperscan only): for a literal whose rules can all be judged line by line, the
+    line supersets of those rules' patterns (engine.superset). Searched for in place of the
+    literal, they find the lines where one of the rules may match, not every line holding the
+    literal: a quiet search (`quiet=True`), for an input where the literal is on almost every
+    line (a progress bar saying `Training`) and each hit would open a window to parse.
+
+    `marks`: literals searched for because a keyword may be split on their lines (a colour
+    code: `\x1b[31merror\x1b[0m:`), so such a line is read whole. A log coloured on every
+    line would be parsed whole; the quiet search looks instead for each keyword with escape
+    sequences let in between its words (a colour code is taken to split a keyword between its
+    words or at its punctuation, never inside a word), and for a guarded keyword, unsplit, on
+    a marked line.
+    """
+
+    def __init__(
+        self,
+        case_sensitive: list[str],
+        ignore_case: list[str],
+        engine: str = "auto",
+        guards: Optional[Callable[[], dict[tuple[str, bool], tuple[str, ...]]]] = None,
+        guards_key: Optional[Callable[[], bytes]] = None,
+        marks: tuple[str, ...] = (),
+    ) -> None:
+        words = [(w.encode("utf-8"), False) for w in [*case_sensitive, *marks]] + [(w.encode("utf-8"), True) for w in ignore_case]
+        self._marks = {(m.encode("utf-8"), False) for m in marks}
+        self.engine = "none"
+        self._db = None
+        self._quiet_db = None  # the quiet search's database: the unguarded literals, the supersets
+        self._quiet_long: dict[int, tuple[bytes, bool]] = {}
+        self._loud: frozenset[int] = frozenset()  # ids of the literals that only guarded words hold
+        self._guards: Optional[Callable[[], dict[tuple[str, bool], tuple[str, ...]]]] = None  # until armed
+        self._guards_key: Optional[Callable[[], bytes]] = None  # the digest of what the guards are made from
+        self._words: list[tuple[bytes, bool]] = []
+        self._kept: list[tuple[bytes, bool]] = []
+        self._queues: list = []  # the helper threads of a parallel scan (one per core but one)
+        self._helper_pid = -1  # the process they were started in
+        # a part boundary is a newline: no literal may span one
+        self._parts = max(1, min(cores(), 4)) if not any(b"\n" in w for w, _ in words) else 1
+        self._re: Optional[re.Pattern[bytes]] = None
+        self._long: dict[int, tuple[bytes, bool]] = {}  # Hyperscan id -> a literal longer than HS_HEAD
+        if not words:
+            return
+        if engine in ("auto", "hyperscan") and _hs is not None:
+            kept = covering(words)
+            self._long = _long_literals(kept)
+            self._db = _hs_database(words, kept)
+            self.engine = "hyperscan"
+            if guards is not None or marks:
+                self._guards, self._guards_key = guards or dict, guards_key
+            self._words, self._kept = words, kept
+            return
+        if engine == "hyperscan":
+            raise RuntimeError("hyperscan is not installed")
+        words = covering(words)
+        if engine in ("auto", "re2"):
+            # RE2 (Linux on arm64, where Hyperscan has no wheel): a DFA, linear in the input
+            try:
+                import re2  # type: ignore[import-not-found]
+            except Exception:
+                re2 = None
+            if re2 is not None:
+                alts = [re.escape(w.decode("latin-1")) for w, ci in words if not ci]
+                alts += ["(?i:" + re.escape(w.decode("latin-1")) + ")" for w, ci in words if ci]
+                opts = re2.Options()
+                opts.encoding = re2.Options.Encoding.LATIN1
+                opts.max_mem = 64 << 20
+                self._re = re2.compile("|".join(alts).encode("latin-1"), opts)
+                self.engine = "re2"
+                return
+            if engine == "re2":
+                raise RuntimeError("google-re2 is not installed")
+        from slurmdoc.engine.matcher import trie_regex
+
+        cs = [w.decode("latin-1") for w, ci in words if not ci]
+        ci = [w.decode("latin-1") for w, ci in words if ci]
+        parts = ([trie_regex(cs)] if cs else []) + ([f"(?i:{trie_regex(ci)})"] if ci else [])
+        self._re = re.compile("|".join(parts).encode("latin-1"))
+        self.engine = "re"
+
+    @property
+    def parallel(self) -> bool:
+        """Whether a search runs on several cores without the GIL (then reading ahead pays)."""
+        return self._db is not None and self._parts > 1
+
+    @property
+    def can_quiet(self) -> bool:
+        """Whether a quiet search exists (some literal is guarded). Built on first asking (an
+        input big enough to skip in): the guards cost tens of ms to make, the database over a
+        hundred to compile; both are kept beside the bytecode, keyed by what they are made of."""
+        if self._guards is not None:
+            make, self._guards = self._guards, None
+            words = self._words
+            path = _hs_path(True)
+            made_of = self._guards_key() if self._guards_key is not None else b""
+            key = _hs_key(words, [made_of.hex()]) if made_of else b""
+            kept = _hs_load_quiet(key, path) if key else None
+            if kept is not None:
+                db, held = kept
+                held = held | self._marks
+            else:
+                guards = make()
+                held, rest, exprs = self._quiet_parts(guards)
+                if not exprs:
+                    return False
+                try:
+                    db = _hs_compile(rest, exprs)
+                except Exception:  # noqa: BLE001 - an expression Hyperscan refuses (a rule of the user's)
+                    # the keywords of that rule are searched as plain literals; the others
+                    # keep their guards
+                    refused = _refused(sorted({e for es in guards.values() for e in es}))
+                    guards = {k: es for k, es in guards.items() if not refused.intersection(es)}
+                    held, rest, exprs = self._quiet_parts(guards)
+                    try:
+                        db = _hs_compile(rest, exprs) if guards else None
+                    except Exception:  # noqa: BLE001 - refused together: no quiet search
+                        db = None
+                    if db is None:
+                        return False
+                if key:
+                    _hs_keep(key + _held_blob(held - self._marks), db, path)
+            loud = _loud_ids(self._kept, words, held)
+            if loud:
+                self._quiet_db = db
+                self._quiet_long = _long_literals(covering([w for w in words if w not in held]))
+                self._loud = loud
+        return self._quiet_db is not None
+
+    def _quiet_parts(self, guards: dict[tuple[str, bool], tuple[str, ...]]) -> tuple[set, list[tuple[bytes, bool]], list[str]]:
+        """The quiet search's guarded literals (the marks among them), the literals it keeps
+        searching for, and its expressions."""
+        words = self._words
+        held = {(w.encode("utf-8"), ci) for (w, ci) in guards} | self._marks
+        rest = covering([w for w in words if w not in held])
+        exprs = sorted({e for es in guards.values() for e in es}) + _split_marked(words, self._marks, held - self._marks)
+        return held, rest, exprs
+
+    def find(self, buf: bytearray, end: int, quiet: bool = False) -> list[int]:
+        """Sorted offsets (somewhere inside each match) of every literal in buf[:end]; quiet:
+        of the unguarded literals and of the guarded literals' line supersets."""
+        return self.search(buf, end, quiet)[0]
+
+    def search(self, buf: bytearray, end: int, quiet: bool = False) -> tuple[list[int], int]:
+        """find()'s offsets, and how many of them are hits of guarded literals (0 when quiet)."""
+        if self._db is not None:
+            db, long, loud = (self._quiet_db, self._quiet_long, frozenset()) if quiet and self._quiet_db is not None else (self._db, self._long, self._loud)
+            held = [0]
+            if self._parts > 1 and end >= PARALLEL_MIN:
+                return self._find_parallel(buf, end, db, long, loud, held), held[0]
+            return self._scan(memoryview(buf), 0, end, None, db, long, loud, held), held[0]
+        if self._re is not None:
+            return [m.start() for m in self._re.finditer(buf, 0, end)], 0
+        return [], 0
+
+    def _scan(self, view: memoryview, start: int, end: int, scratch: object, db=None, long: Optional[dict] = None,
+              loud: frozenset = frozenset(), held: Optional[list[int]] = None) -> list[int]:
+        """Offsets found in view[start:end] by `db` (the search's by default), `long` its long
+        literals; hits of the literals in `loud` are counted into held[0]."""
+        if db is None:
+            db, long = self._db, self._long
+        out: list[int] = []
+        add = out.append
+        n = 0
+        size = end - start
+
+        def on_match(i: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            if to > size:
+                return  # in the padding of a short scan
+            if i in long:  # only the literal's first HS_HEAD bytes were searched for
+                w, ci = long[i]
+                s = start + to - HS_HEAD
+                if s + len(w) > end:
+                    return
+                got = view[s:s + len(w)].tobytes()
+                if (got.lower() if ci else got) != w:
+                    return
+            if i in loud:
+                nonlocal n
+                n += 1
+            add(start + to - 1)
+
+        if end - start < SHORT_SCAN:
+            # Hyperscan's engine for short blocks misses a match ending the block in some
+            # databases (a literal beside an expression such as `\*a[^\n]*`, at 17 to 34
+            # bytes): newlines after it, which no literal or expression holds, take it off
+            # that engine and change no offset
+            db.scan(view[start:end].tobytes() + b"\n" * SHORT_SCAN, match_event_handler=on_match, scratch=scratch)
+        else:
+            db.scan(view[start:end], match_event_handler=on_match, scratch=scratch)
+        out.sort()
+        if held is not None:
+            held[0] += n
+        return out
+
+    def _find_parallel(self, buf: bytearray, end: int, db=None, long: Optional[dict] = None,
+                       loud: frozenset = frozenset(), held: Optional[list[int]] = None) -> list[int]:
+        """The same offsets. The block is cut after newlines into pieces of about
+        PARALLEL_PIECE bytes, and the calling thread and a helper thread per other core each
+        take the next piece left until none is (the scan runs without the GIL). The helpers
+        live as long as the prefilter and wait for blocks; one the system gives no CPU (other
+        work on the machine) holds up the piece it took, never the others: the caller scans
+        every piece left and waits only for pieces taken."""
+        cuts = [0]
+        while cuts[-1] < end:
+            at = cuts[-1] + PARALLEL_PIECE
+            nl = buf.find(b"\n", at - 1, end) if at < end else -1
+            cuts.append(nl + 1 if nl >= 0 else end)
+        if db is None:
+            db, long = self._db, self._long
+        if len(cuts) <= 2:
+            return self._scan(memoryview(buf), 0, end, None, db, long, loud, held)
+        job = _Job(self, buf, cuts, db, long, loud)
+        for q in self._helpers():
+            q.put(job)
+        try:
+            job.work(None)
+        finally:  # never leave a helper scanning with its scratch, or a view on the block
+            with job.cond:
+                job.cond.wait_for(lambda: job.busy == 0)
+        if job.failed:
+            raise job.failed[0]
+        out: list[int] = []
+        for f in job.found:
+            out.extend(f)
+        if held is not None:
+            held[0] += sum(job.held)
+        return out
+
+    def _helpers(self) -> list:
+        """The queues of the helper threads (one per core but the caller's), started on
+        first use, and again in a forked child (threads do not survive a fork)."""
+        if self._helper_pid != os.getpid():
+            self._queues = []
+            self._helper_pid = os.getpid()
+            for _ in range(self._parts - 1):
+                q: queue.SimpleQueue = queue.SimpleQueue()
+                threading.Thread(target=_helper, args=(q,), daemon=True).start()
+                self._queues.append(q)
+        return self._queues
+
+    def __del__(self) -> None:
+        # the helpers hold no reference to the prefilter: told to end when it goes
+        if getattr(self, "_helper_pid", None) == os.getpid():
+            for q in self._queues:
+                q.put(None)
+
+
+# The compiled Hyperscan databases of the last literal set, kept beside this module's bytecode
+# (compiling ~320 literals is several ms of every start-up): the digest of what each was
+# compiled from, then Hyperscan's own serialised form, which it refuses to load on a
+# machine or a version it does not fit (then it is compiled again). Written like bytecode.
+# One file for the search, one for the quiet search.
+HS_CACHE = Path(__file__).resolve().parent / "__pycache__" / "prefilter.hsdb"
+MAX_HS_CACHE = 64 << 20
+
+
+def _hs_key(words: list[tuple[bytes, bool]], exprs: list[str]) -> bytes:
+    """The digest of a literal set, and of what its database is made with: this module's
+    source (which literals are kept, how they are written), Hyperscan's and Python's versions;
+    and of the expressions searched for beside the literals."""
+    try:
+        own = Path(__file__).read_bytes()
+    except OSError:
+        own = os.urandom(16)  # no source to key on: nothing will match
+    h = hashlib.sha256(own + f"\0{_hs.__version__}\0{sys.version}\0{HS_HEAD}\0".encode())
+    for w, ci in words:
+        h.update(b"%d:%d:%s\0" % (ci, len(w), w))
+    for e in exprs:
+        h.update(b"e%d:%s\0" % (len(e), e.encode()))
+    return h.digest()
+
+
+def _hs_path(quiet: bool) -> Path:
+    return HS_CACHE.with_name("prefilter-quiet.hsdb") if quiet else HS_CACHE
+
+
+def _hs_database(words: list[tuple[bytes, bool]], kept: list[tuple[bytes, bool]]):
+    """The search's database (the `kept` literals of `words`): loaded from its cache when that
+    holds it, else compiled and kept."""
+    key = _hs_key(words, [])
+    db = _hs_load(key)
+    if db is None:
+        db = _hs_compile(kept, [])
+        _hs_keep(key, db)
+    return db
+
+
+def _hs_compile(kept: list[tuple[bytes, bool]], exprs: list[str]):
+    """A database finding the `kept` literals (ids 0..) and the expressions (ids after them)."""
+    db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    db.compile(
+        expressions=[_hs_literal(w[:HS_HEAD]) for w, _ in kept] + [e.encode() for e in exprs],
+        ids=list(range(len(kept) + len(exprs))),
+        elements=len(kept) + len(exprs),
+        # an expression may only find more than its pattern would (prefilter mode)
+        flags=[_hs.HS_FLAG_CASELESS if ci else 0 for _, ci in kept] + [_hs.HS_FLAG_PREFILTER | _hs.HS_FLAG_ALLOWEMPTY] * len(exprs),
+    )
+    return db
+
+
+# escape sequences a colour code is made of, as the paste repair takes them off (damage.ANSI)
+_ESC = r"(?:\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|[\x40-\x5a\x5c-\x5f]))*"
+
+
+def _word_byte(c: int) -> bool:
+    return 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c == 95 or c >= 128
+
+
+def _tolerant(w: bytes) -> str:
+    """A literal as an expression that lets escape sequences stand between two of its bytes
+    unless both are word bytes (a colour code splits words apart, not a word)."""
+    out = []
+    for i, c in enumerate(w):
+        if i and not (_word_byte(w[i - 1]) and _word_byte(c)):
+            out.append(_ESC)
+        out.append(_hs_literal(bytes([c])).decode())
+    return "".join(out)
+
+
+def _split_marked(words: list[tuple[bytes, bool]], marks: set, held: set) -> list[str]:
+    """Expressions for the quiet search in place of the marks (colour codes): each keyword of
+    more than one word with escape sequences let in between its words; the guarded keywords,
+    whole, on a line that holds a mark (one expression for all: unmarked, their line supersets
+    speak for them; letting escapes into them there made the search ten times as slow)."""
+    out = []
+    if not marks:
+        return out
+    guarded: dict[bool, list[str]] = {False: [], True: []}
+    for w, ci in words:
+        if (w, ci) in marks:
+            continue
+        if (w, ci) in held:
+            guarded[ci].append(_hs_literal(w).decode())
+            continue
+        body = _tolerant(w)
+        if body != _hs_literal(w).decode():  # (one word: no colour code splits it, the literal finds it)
+            out.append(("(?i)" if ci else "") + body)
+    for ci, lits in guarded.items():
+        if lits:
+            alt = "|".join(sorted(lits))
+            for m, _ in sorted(marks):
+                # a line the reader takes escape sequences off: any escape byte, not only the
+                # mark (`\x1bM`, `\x1b\\` hold no `[`, and may stand inside a rule's match)
+                mark = r"\x1b" if m.startswith(b"\x1b") else _hs_literal(m).decode()
+                out.append(("(?i)" if ci else "") + f"{mark}[^\\n]*(?:{alt})|(?:{alt})[^\\n]*{mark}")
+    return out
+
+
+def _refused(exprs: list[str]) -> set[str]:
+    """The expressions Hyperscan refuses alone (asked only when it refused them together)."""
+    out = set()
+    for e in exprs:
+        try:
+            _hs_compile([], [e])
+        except Exception:  # noqa: BLE001 - too long, too large, unsupported
+            out.add(e)
+    return out
+
+
+def _held_blob(held: set) -> bytes:
+    """The guarded literals, as kept in the quiet search's cache after its key: a count, then
+    each as ignore-case flag, length, bytes."""
+    out = [b"%08d" % len(held)]
+    for w, ci in sorted(held):
+        out.append(b"%d%08d" % (ci, len(w)) + w)
+    return b"".join(out)
+
+
+def _hs_load_quiet(key: bytes, path: Path):
+    """(database, guarded literals) from the quiet search's cache, or None."""
+    got = _hs_read(key, path, _read_held)
+    return (got[1], got[0]) if got is not None else None
+
+
+def _read_held(blob: bytes) -> tuple[set, int]:
+    """The guarded literals as _held_blob wrote them, and where they end."""
+    n = int(blob[:8])
+    at = 8
+    held = set()
+    for _ in range(n):
+        ci, size = blob[at:at + 1] == b"1", int(blob[at + 1:at + 9])
+        held.add((bytes(blob[at + 9:at + 9 + size]), ci))
+        at += 9 + size
+    return held, at
+
+
+def _long_literals(kept: list[tuple[bytes, bool]]) -> dict[int, tuple[bytes, bool]]:
+    """Hyperscan id -> a kept literal longer than HS_HEAD (searched for by its head)."""
+    return {i: (w.lower() if ci else w, ci) for i, (w, ci) in enumerate(kept) if len(w) > HS_HEAD}
+
+
+def _loud_ids(kept: list[tuple[bytes, bool]], words: list[tuple[bytes, bool]], held: set) -> frozenset[int]:
+    """Ids of the kept literals every hit of which is a guarded literal's (one in `held`). A
+    hit of a kept literal stands for each literal holding it (covering left those out): the
+    exact ones holding it exactly and, when it ignores case, any holding it in any case. Each
+    is looked for in all the literals at once, as covering does."""
+    if any(b"\0" in w for w, _ in words):
+        return frozenset()  # the separator below: guard nothing
+    text, low, starts = _joined(words)
+    loud = set()
+    for k, (w0, ci0) in enumerate(kept):
+        hay, needle = (low, w0.lower()) if ci0 else (text, w0)
+        stands = False
+        i = hay.find(needle)
+        while i >= 0:
+            o = bisect_right(starts, i) - 1
+            if ci0 or not words[o][1]:  # an exact literal stands for exact ones only
+                if words[o] not in held:
+                    break
+                stands = True
+            i = hay.find(needle, i + 1)
+        else:
+            if stands:
+                loud.add(k)
+    return frozenset(loud)
+
+
+def _hs_load(key: bytes):
+    """The search's database from its cache, or None."""
+    got = _hs_read(key, HS_CACHE)
+    return got[1] if got is not None else None
+
+
+def _hs_read(key: bytes, path: Path, head: Optional[Callable[[bytes], tuple[object, int]]] = None):
+    """(what `head` read after the key, the database after that) from a cache file kept under
+    `key`, or None: missing, too big, another key, damaged, another machine's (compile then).
+    `head(blob)` reads what is kept between the key and the database, and where it ends."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read(MAX_HS_CACHE + 1)
+        if len(blob) > MAX_HS_CACHE or blob[: len(key)] != key:
+            return None
+        blob = blob[len(key):]
+        kept, at = head(blob) if head is not None else (None, 0)
+        db = _hs.loadb(blob[at:], _hs.HS_MODE_BLOCK)
+        db.scratch = _hs.Scratch(db)  # a loaded database comes without one
+        return kept, db
+    except Exception:  # noqa: BLE001 - unreadable, damaged, another machine's: compile instead
+        return None
+
+
+def _hs_keep(key: bytes, db, path: Optional[Path] = None) -> None:
+    path = path or HS_CACHE
+    if sys.dont_write_bytecode:
+        return
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(key + _hs.dumpb(db))
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a cache that cannot be written is only not kept
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+class _Job:
+    """One block scanned in pieces by several threads: who takes which piece, what each found."""
+
+    __slots__ = ("prefilter", "buf", "cuts", "db", "long", "loud", "found", "held", "turn", "busy", "cond", "failed")
+
+    def __init__(self, prefilter: Prefilter, buf: bytearray, cuts: list[int], db, long: dict, loud: frozenset) -> None:
+        self.prefilter = prefilter
+        self.buf = buf
+        self.cuts = cuts
+        self.db = db
+        self.long = long
+        self.loud = loud
+        self.found: list = [None] * (len(cuts) - 1)
+        self.held = [0] * (len(cuts) - 1)  # hits of `loud` literals, per piece
+        self.turn = itertools.count()
+        self.busy = 0  # pieces taken and not yet scanned
+        self.cond = threading.Condition()
+        self.failed: list[BaseException] = []
+
+    def work(self, scratches: Optional[dict]) -> None:
+        """Take the next piece left and scan it, until none is left (scratches: a helper's own,
+        per database; None: the calling thread's, the database's own)."""
+        pieces = len(self.cuts) - 1
+        while True:
+            with self.cond:
+                i = next(self.turn)
+                if i >= pieces:
+                    return
+                self.busy += 1
+            try:
+                scratch = None
+                if scratches is not None:
+                    scratch = scratches.get(id(self.db))
+                    if scratch is None:
+                        scratch = scratches[id(self.db)] = _hs.Scratch(self.db)
+                held = [0]
+                with memoryview(self.buf) as view:
+                    self.found[i] = self.prefilter._scan(view, self.cuts[i], self.cuts[i + 1], scratch, self.db, self.long, self.loud, held)
+                self.held[i] = held[0]
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                self.failed.append(e)
+                if scratches is None:
+                    raise
+            finally:
+                with self.cond:
+                    self.busy -= 1
+                    self.cond.notify_all()
+
+
+def _helper(q) -> None:
+    """A helper thread: the pieces it can take of each block posted to it, until told to end
+    (None: its prefilter is gone). Its scratch space per database (the prefilter's two live as
+    long as it, and so do their ids)."""
+    scratches: dict = {}
+    while (job := q.get()) is not None:
+        job.work(scratches)
+        del job  # hold no block, and no prefilter, while waiting
+
+
+def covering(words: list[tuple[bytes, bool]]) -> list[tuple[bytes, bool]]:
+    """The literals (bytes, ignore case) worth searching for: a literal that holds another one
+    is left out, as every line holding it holds the other (`CUDA error: out of memory` and
+    `CUDA error`), unless only it ignores case; so are repeats, and other cases of a literal
+    that ignores case. Same lines found, fewer literals to search for (the rule pack's 329
+    are 257: a quarter of the prefilter's time)."""
+    uniq = list(dict.fromkeys(words))
+    if any(b"\0" in w for w, _ in uniq):
+        return uniq  # the separator below: keep every literal
+    text, low, starts = _joined(uniq)  # each literal searched for in all of them at once
+    first_case: dict[bytes, int] = {}  # lower case -> the first case-free literal of it
+    for k, (w, ci) in enumerate(uniq):
+        if ci:
+            first_case.setdefault(w.lower(), k)
+    held = [False] * len(uniq)
+    for k, (w, ci) in enumerate(uniq):
+        if ci and first_case[w.lower()] != k:
+            held[k] = True  # another case of one kept
+            continue
+        hay, needle = (low, w.lower()) if ci else (text, w)
+        i = hay.find(needle)
+        while i >= 0:
+            o = bisect_right(starts, i) - 1  # the literal it was found in
+            if o != k and (ci or not uniq[o][1]):  # an exact literal never holds a case-free one
+                held[o] = True
+            i = hay.find(needle, i + 1)
+    return [u for u, h in zip(uniq, held) if not h]
+
+
+def _joined(words: list[tuple[bytes, bool]]) -> tuple[bytes, bytes, list[int]]:
+    """The literals joined by NULs (to look for one in all of them at once), that in lower
+    case, and where each starts (bisect a find's offset to the literal it fell in)."""
+    text = b"\0".join(w for w, _ in words)
+    starts = []
+    at = 0
+    for w, _ in words:
+        starts.append(at)
+        at += len(w) + 1
+    return text, text.lower(), starts
+
+
+def _hs_literal(w: bytes) -> bytes:
+    """A literal as a Hyperscan expression (every non-alphanumeric byte escaped)."""
+    return b"".join(bytes([c]) if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122) else b"\\x%02x" % c for c in w)
