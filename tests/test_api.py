@@ -329,3 +329,31 @@ def test_a_json_diagnosis_imports_neither_the_slurm_side_nor_rich(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "slurmdoc.slurm.api"
+
+
+def test_unknown_prefilter_is_a_usage_error(tmp_path, monkeypatch):
+    (tmp_path / "a.log").write_text("hello\n")
+    monkeypatch.setenv("SLURMDOC_PREFILTER", "grep")
+    with pytest.raises(InputError, match="SLURMDOC_PREFILTER"):
+        diagnose([str(tmp_path / "a.log")])
+
+
+def test_another_pattern_is_another_prefilter(monkeypatch):
+    """A prefilter is kept per rule set for the process (a scan of many jobs); its guards come
+    from the rules' patterns, so rules with the same keywords and other patterns get their own."""
+    import dataclasses
+
+    from slurmdoc import api
+    from slurmdoc.engine.loader import Rulebook, load_rulebook
+    from slurmdoc.engine.matcher import Matcher
+
+    monkeypatch.setattr(api, "_PREFILTERS", {})
+    book = load_rulebook(None)
+    same = Matcher(Rulebook(list(book.rules)))
+    first = api._prefilter(Matcher(book), "auto")
+    assert api._prefilter(same, "auto") is first
+    r = next(r for r in book.rules if r.id == "clean-end")
+    other = dataclasses.replace(r, patterns=r.patterns[:1])
+    changed = Matcher(Rulebook([other if x is r else x for x in book.rules]))
+    assert changed.keywords == same.keywords
+    assert api._prefilter(changed, "auto") is not first

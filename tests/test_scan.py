@@ -17,8 +17,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from slurmdoc.api import diagnose
-from slurmdoc.engine.loader import load_rulebook
-from slurmdoc.engine.matcher import Matcher
 from slurmdoc.ingest import prefilter as prefilter_mod
 from slurmdoc.ingest import scan as scan_mod
 from slurmdoc.ingest import sources
@@ -163,15 +161,6 @@ def test_parts_scanned_on_four_threads_give_the_exact_readers_json(tmp_path, mon
     assert api._PREFILTERS and all(p._parts == 4 for p in api._PREFILTERS.values())
     assert stats["parsed"] < stats["lines"] / 4, stats
     assert _key(fast) == _key(exact) and fast["lines_read"] == exact["lines_read"] == stats["lines"]
-
-
-def test_unknown_prefilter_is_a_usage_error(tmp_path, monkeypatch):
-    from slurmdoc.errors import InputError
-
-    (tmp_path / "a.log").write_text("hello\n")
-    monkeypatch.setenv("SLURMDOC_PREFILTER", "grep")
-    with pytest.raises(InputError, match="SLURMDOC_PREFILTER"):
-        diagnose([str(tmp_path / "a.log")])
 
 
 def _scan(path, head, tail, keywords, warnings=None):
@@ -420,26 +409,6 @@ def test_a_log_coloured_on_every_line_is_searched_quietly_and_changes_no_finding
     """Every line holds a colour code (the mark that a keyword may be split there), so each
     would be a hit; the quiet search finds keywords with codes between their words instead."""
     _quiet_finds_what_exact_finds(_COLOURED, events, tmp_path)
-
-
-def test_another_pattern_is_another_prefilter(monkeypatch):
-    """A prefilter is kept per rule set for the process (a scan of many jobs); its guards come
-    from the rules' patterns, so rules with the same keywords and other patterns get their own."""
-    import dataclasses
-
-    from slurmdoc import api
-    from slurmdoc.engine.loader import Rulebook
-
-    monkeypatch.setattr(api, "_PREFILTERS", {})
-    book = load_rulebook(None)
-    same = Matcher(Rulebook(list(book.rules)))
-    first = api._prefilter(Matcher(book), "auto")
-    assert api._prefilter(same, "auto") is first
-    r = next(r for r in book.rules if r.id == "clean-end")
-    other = dataclasses.replace(r, patterns=r.patterns[:1])
-    changed = Matcher(Rulebook([other if x is r else x for x in book.rules]))
-    assert changed.keywords == same.keywords
-    assert api._prefilter(changed, "auto") is not first
 
 
 @pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
