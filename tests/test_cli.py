@@ -110,6 +110,23 @@ def test_invalid_rule_pack_exit_3(write, tmp_path):
     assert r.returncode == 3 and "x.yaml" in err and "rule 'x'" in err and err.count("\n") == 1
 
 
+def test_a_rule_python_warns_of_leaves_stderr_quiet_and_lint_says_it(write, tmp_path):
+    # `[[` in a class: Python's regex engines warn at every compile (a future Python may read a
+    # nested set); a diagnosis says nothing of it on stderr, lint says it once per pattern
+    d = tmp_path / "rules"
+    d.mkdir()
+    (d / "bracket.yaml").write_text(
+        "title: t\ncategory: python_exception\nrole: cause\nkeywords: [boom]\npatterns:\n  - '[[x]boom'\n"
+        "remediation:\n  summary: s\nexamples:\n  match: ['[boom']\n  no_match: ['boom']\n"
+    )
+    r = run("diagnose", "--format", "json", "--rules", str(d), write("job.log", "[boom\n"))
+    assert r.returncode == 1 and json.loads(r.stdout)["root_cause"]["rule_id"] == "bracket"
+    assert r.stderr.decode() == ""
+    r = run("rules", "lint", str(d))
+    out = r.stdout.decode() + r.stderr.decode()
+    assert out.count("Possible nested set") == 1 and "patterns[0]" in out
+
+
 def test_usage_error_exit_2():
     assert run("diagnose").returncode == 2
     assert run("diagnose", "--format", "xml", "x").returncode == 2

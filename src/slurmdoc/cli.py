@@ -562,6 +562,11 @@ def main(gc_paused: bool = False) -> None:
     # variable keeps their choice.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _defer_plugin_loader()
+    # a user rule's `[[` or `--` in a class makes Python's regex engines warn at each compile,
+    # on stderr, with slurmdoc's source lines: `slurmdoc rules lint` says it once instead
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Possible (?:nested set|set \w+(?: \w+)?) at position", category=FutureWarning)
     global _GC_PAUSED
     _GC_PAUSED = _GC_PAUSED or gc_paused
     if len(sys.argv) > 1 and sys.argv[1] == "epilog":

@@ -566,6 +566,11 @@ def lint_rule(rule: Rule, book: Rulebook) -> list[Problem]:
             name = fld if fld == "known_ranks" else f"{fld}[{i}]"
             for risk in risky_constructs(src, s.ignore_case):
                 add("warning", name, f"{risk}; rewrite it, or make the inner part atomic (?>...) or possessive (x++)")
+    for fld, sources in (("patterns", s.patterns), ("exclude", s.exclude), ("known_ranks", [s.known_ranks] if s.known_ranks else [])):
+        for i, src in enumerate(sources):
+            for said in _future_warnings(src):
+                name = fld if fld == "known_ranks" else f"{fld}[{i}]"
+                add("warning", name, f"Python warns: {said} (a future Python may read it otherwise); escape the '[' or the doubled operator")
     for i, pat in enumerate(rule.patterns):
         if pat.search("") is not None:
             add("error", f"patterns[{i}]", "matches the empty string, so it matches every event that holds a keyword")
@@ -601,6 +606,24 @@ def lint_rule(rule: Rule, book: Rulebook) -> list[Problem]:
     if s.role != "symptom" and s.root_if_alone:
         add("warning", "root_if_alone", f"only a symptom can stand in as the root cause; on a {s.role} rule it has no effect")
     return out
+
+
+def _future_warnings(pattern: str) -> list[str]:
+    """What Python's regular expression engines warn of in `pattern` (`[[`, `--`, `&&` in a
+    class: "Possible nested set at position 1"), once each; the command line keeps these
+    warnings off stderr, lint says them."""
+    import warnings
+
+    import regex
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", FutureWarning)
+        for compile_ in (re.compile, regex.compile):
+            try:
+                compile_(pattern)
+            except Exception:  # noqa: BLE001 - the loader reports a pattern that does not compile
+                pass
+    return list(dict.fromkeys(str(w.message) for w in said if issubclass(w.category, FutureWarning)))
 
 
 @dataclass
