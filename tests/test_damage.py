@@ -130,7 +130,8 @@ def test_a_line_opened_by_a_mark_is_no_wrapped_rest_of_one_terminal_width_line(m
     # word cut at the width and its rest
     first = ("RuntimeError: worker 3 stopped: " + "x" * 200)[:120]
     lines = [first, f"{mark} next record of the program"]
-    assert fix(lines) == lines
+    # (`> ` is a Markdown quote mark: taken off, and the line still stands on its own)
+    assert fix(lines) == (lines if mark != ">" else [first, "next record of the program"])
     # the same first line followed by the rest of a word is still a wrap undone
     assert fix([first, "yz and more"]) == [first + "yz and more"]
 
@@ -194,6 +195,19 @@ def test_a_heading_made_of_a_bold_log_line():
         "Step 3",
     ]
     assert fix(["# comment in a config dump", "### Not bold"]) == ["# comment in a config dump", "### Not bold"]
+
+
+def test_markdown_quote_marks_are_taken_off():
+    # a log quoted in a reply: `> ` before every line, fences and blank lines included,
+    # and nested quotes; the lines come back as they were printed
+    quoted = ["> ```", *("> " + ln for ln in TB), "> ```", ">", "> > " + TB[-1]]
+    assert fix(quoted) == [*TB, "", TB[-1]]
+    assert numbers(quoted)[:len(TB)] == list(range(2, len(TB) + 2))
+
+
+def test_lines_that_only_start_with_a_greater_than_sign_are_kept():
+    own = [">>> import torch", ">text glued to the sign", "->  not a quote", "x > y"]
+    assert fix(own) == own
 
 
 def test_ray_deduplication_note_is_taken_off():

@@ -3,7 +3,8 @@
 A log that reached us through an issue thread, a chat or a terminal is rarely the file the
 job wrote. The damage comes in a few general forms, each undone here line by line:
 
-- Markdown decoration: code fences (```` ``` ````, ```` ```text ````, a fence glued to the
+- Markdown decoration: quote marks (`> `, nested `> > `, a bare `>`) before the lines of a
+  log quoted in a reply, code fences (```` ``` ````, ```` ```text ````, a fence glued to the
   first or last log line), `**` bold markers around a line, a heading made of a bold line
   (`### **RuntimeError: ...**`);
 - a line-number column added by a log viewer, `[12345] ` or `  123 | `: taken off only when
@@ -39,6 +40,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 LOST_ESC_HEAD = re.compile(r"(?:\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\]))+(?=\S)")
 LOST_ESC = re.compile(r"\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\])")
 
+QUOTE = re.compile(r"(?:>(?: |$))+")  # Markdown quote marks: `>` then a space or the line's end
 FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or without a language
 FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
 RAY_REPEAT = re.compile(r" ?\[repeated \d+x across cluster\]$")
@@ -105,10 +107,11 @@ class Repair:
         self.misses = 0  # ... and that read as two records
         self.busy = False  # some repair is under way: every line takes the slow path
         self.labels = 0  # the lines around the current one carry srun labels this long (0: none)
+        self.quoted = False  # the last line carried Markdown quote marks
 
     def _settle(self) -> None:
         """After a slow-path line: may the next line take the fast path?"""
-        self.busy = bool(self.col_pending or self.col_offset is not None or self.after_frame or self.after_code or self.held or self.waiting or self.cr_lines)
+        self.busy = bool(self.col_pending or self.col_offset is not None or self.after_frame or self.after_code or self.held or self.waiting or self.cr_lines or self.quoted)
 
     # ---- stage 1: line ends, colour, Markdown -------------------------------------------
     def feed(self, n: int, raw: str, hit: bool) -> list[Line]:
@@ -143,6 +146,13 @@ class Repair:
             raw = LOST_ESC.sub("", raw)  # colour codes whose escape byte a paste dropped
         if raw.endswith("cluster]"):
             raw = RAY_REPEAT.sub("", raw)  # Ray's de-duplication note, not the line's words
+        m = QUOTE.match(raw) if raw[:1] == ">" else None
+        if (m is not None) != self.quoted:
+            # where a quote starts or ends, a record starts: no line wrapped across it
+            self.quoted = m is not None
+            out.extend(self.flush())
+        if m is not None:
+            raw = raw[m.end():]  # a quoted reply's marks (`>>>`, `>text` are no quote)
         if "`" in raw:
             if FENCE.match(raw):
                 return  # decoration only
@@ -422,7 +432,7 @@ def repair(lines: Iterable[Line]) -> Iterator[Line]:
     yield from r.flush()
 
 
-_SUSPECT_FIRST = frozenset('*#F[ 0123456789')
+_SUSPECT_FIRST = frozenset('*#F[ 0123456789>')
 _CODE_ENDS = frozenset("];m")
 
 
@@ -445,4 +455,6 @@ def _suspect_start(raw: str) -> bool:
         return raw.startswith('File "')
     if c == "*":
         return raw.startswith("**")
+    if c == ">":
+        return raw[1:2] in ("", " ")
     return " |" in raw[:12] and COLUMN.match(raw) is not None
