@@ -198,7 +198,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from slurmdoc.engine import matcher as matcher_mod  # noqa: E402
 from slurmdoc.engine.loader import load_rulebook  # noqa: E402
-from slurmdoc.ingest import prefilter as prefilter_mod  # noqa: E402
+from slurmdoc.ingest import hsdb  # noqa: E402
 
 _BOOK = load_rulebook(None)
 _PIECES = sorted({k for r in _BOOK.rules for k in r.keywords})[::7] + ["\n", " ", "É", "ß", "İ", "K"]
@@ -209,18 +209,18 @@ def _by_loop(rules, text: str) -> set[str]:
     return {r.id for r in rules if any(k in (lowered if r.spec.ignore_case else text) for k in r.keywords)}
 
 
-@pytest.mark.skipif(prefilter_mod._hs is None, reason="Hyperscan has no wheel here")
+@pytest.mark.skipif(hsdb._hs is None, reason="Hyperscan has no wheel here")
 @given(st.lists(st.sampled_from(_PIECES).flatmap(lambda k: st.sampled_from([k, k.upper(), k.lower(), k[1:], k[:-1]])), max_size=12))
 def test_the_keyword_index_finds_the_rules_the_loop_finds(pieces):
     """The bundled pack's keywords, glued, cut, in other cases, beside non-ASCII letters
     whose lower case differs in length: the index names exactly the rules whose keywords the
     text (the lowered text, for an ignore-case rule) holds."""
     text = "".join(pieces)
-    index = matcher_mod.KeywordIndex(_BOOK.rules, prefilter_mod._hs)
+    index = matcher_mod.KeywordIndex(_BOOK.rules, hsdb._hs)
     assert index.rules_in(text, text.lower()) == _by_loop(_BOOK.rules, text)
 
 
-@pytest.mark.skipif(prefilter_mod._hs is None, reason="Hyperscan has no wheel here")
+@pytest.mark.skipif(hsdb._hs is None, reason="Hyperscan has no wheel here")
 def test_with_the_index_from_the_first_event_every_fixture_reads_the_same(monkeypatch):
     """A big log switches to the index after INDEX_AFTER events; with it from the first,
     every form and fixture gives the same JSON as with none."""
@@ -245,7 +245,7 @@ def test_with_the_index_from_the_first_event_every_fixture_reads_the_same(monkey
     assert len(built) > 0.9 * len(cases)  # built on the first event (a log with none builds none)
 
 
-@pytest.mark.skipif(prefilter_mod._hs is None, reason="Hyperscan has no wheel here")
+@pytest.mark.skipif(hsdb._hs is None, reason="Hyperscan has no wheel here")
 @given(st.lists(st.sampled_from(_PIECES).flatmap(lambda k: st.sampled_from([k, k.upper(), k.lower(), k[1:], k[:-1]])), max_size=12))
 def test_a_line_is_interesting_with_the_index_as_without(pieces):
     """Once the keywords are indexed, `interesting` asks the index for the exact keywords and

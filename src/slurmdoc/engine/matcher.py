@@ -116,7 +116,7 @@ class KeywordIndex:
     def _compile(self, table: dict[bytes, list[str]]):
         if not table:
             return None
-        from slurmdoc.ingest.prefilter import _hs_literal
+        from slurmdoc.ingest.hsdb import _hs_literal
 
         words = list(table)
         db = self._hs.Database(mode=self._hs.HS_MODE_BLOCK)
@@ -183,7 +183,7 @@ class Matcher:
         installed (else None: each rule's keywords are tried in turn)."""
         self._classified += 1
         if self._index is None and self._classified == INDEX_AFTER:
-            from slurmdoc.ingest.prefilter import _hs
+            from slurmdoc.ingest.hsdb import _hs
 
             if _hs is not None:
                 self._index = KeywordIndex(self.book.rules, _hs)
