@@ -359,6 +359,44 @@ def test_a_summary_pasted_without_its_banner_still_yields_its_entries():
             assert sig.first.who.rank == 12
 
 
+OLD_SUMMARY = """\
+==============================================
+             finetune.py FAILED
+==============================================
+Root Cause:
+[0]:
+  time: 2031-02-03_04:05:06
+  rank: 6 (local_rank: 2)
+  exitcode: 1 (pid: 4242)
+  error_file: /tmp/elastic/attempt_0/2/error.json
+  msg:
+    {
+      "message": "ValueError: tokenizer has no pad token \\"<pad>\\"",
+      "extraInfo": {
+        "py_callstack": "Traceback (most recent call last):\\n  File \\"finetune.py\\", line 3"
+      }
+    }
+==============================================
+Other Failures:
+  <NO_OTHER_FAILURES>
+=============================================="""
+
+
+def test_an_older_launcher_summary_yields_its_entry_message_as_that_ranks_exception():
+    # the summary format of older torchelastic: `Root Cause:` and `Other Failures:` heads,
+    # `field: value` without alignment, and a `msg:` field holding the worker's error record
+    # (JSON) whose "message" is the exception line; also when the paste ends inside it
+    for text in (OLD_SUMMARY, OLD_SUMMARY.split('"extraInfo"')[0]):
+        evs = events(text)
+        (exc,) = [e for e in evs if e.first.who.rank == 6 and "ValueError" in e.text()]
+        assert exc.lines[exc.origin()] == 'ValueError: tokenizer has no pad token "<pad>"'
+        assert exc.linenos[0] == 12
+    # a one-line msg (a signal) is that rank's line, quotes off
+    one = OLD_SUMMARY.replace("  msg:\n", '  msg: "Signal 9 (SIGKILL) received by PID 4242"\n', 1).split("    {")[0]
+    (sig,) = [e for e in events(one) if e.kind == "line" and "SIGKILL" in e.text()]
+    assert sig.lines == ["Signal 9 (SIGKILL) received by PID 4242"] and sig.first.who.rank == 6
+
+
 def test_a_summary_entry_whose_traceback_field_says_none_was_recorded_reports_its_exit_code():
     # torchrun writes "To enable traceback see: <docs url>" when the worker recorded no
     # traceback: the entry's exit code is then the launcher's whole report on that rank

@@ -18,6 +18,7 @@ keeps those frames.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Callable, Optional
@@ -60,8 +61,11 @@ ENTRY_HEAD = re.compile(r"\s*\[\d+\]:\s*$")
 # what torchrun writes in an entry's traceback field when the worker recorded none
 NO_TRACEBACK = "To enable traceback see"
 # the heads of torchrun's summary sections; a paste or a tail may start at one of them
-SUMMARY_HEAD = re.compile(r"\s*(?:Root Cause \(first observed failure\)|Failures):\s*$")
-ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+# (older torchelastic: `Root Cause:`, `Other Failures:`, and a `msg:` field for the traceback)
+SUMMARY_HEAD = re.compile(r"\s*(?:Root Cause(?: \(first observed failure\))?|(?:Other )?Failures):\s*$")
+ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(.*)$")
+# the worker's error record (JSON) under an empty `msg:` field: its "message" is the exception line
+RECORD_MESSAGE = re.compile(r'\s*"message"\s*:\s*"((?:[^"\\]|\\.)*)"?')
 # a program saying the traceback it logs next is harmless
 WAIVER = re.compile(r"(?:safe|safely) (?:to )?(?:be )?ignored?\b|can (?:be )?(?:safely )?ignored?\b|(?:you )?may ignore (?:this|the following)|ignoring (?:this|the following) (?:error|exception)", re.I)
 # a launcher naming the process whose traceback it prints next (torch.multiprocessing.spawn)
@@ -489,6 +493,11 @@ class Assembler:
                 node = value.strip() or None
             elif key == "traceback" and not value.startswith(NO_TRACEBACK):
                 field = i
+            elif key == "msg" and field is None:
+                if value.strip():
+                    field = i
+                else:  # the error record below it names the exception
+                    field = next((j for j in range(i + 1, len(entry)) if RECORD_MESSAGE.match(entry[j].text)), None)
         if field is None:
             # the entry is cut before its traceback field (a paste, a tail), or the field
             # says only that none was recorded: its exit code is the launcher's whole report
@@ -498,9 +507,15 @@ class Assembler:
                 return
             field = code
         head = entry[field]
-        value = ENTRY_FIELD.match(head.text).group(2).rstrip()  # type: ignore[union-attr]
-        if ENTRY_FIELD.match(head.text).group(1) == "exitcode":  # type: ignore[union-attr]
-            value = head.text.strip()  # `exitcode  : 2 (pid: N)`, as the rules know it
+        if (rec := RECORD_MESSAGE.match(head.text)) is not None:
+            value = _json_text(rec.group(1))
+        else:
+            key, value = ENTRY_FIELD.match(head.text).group(1, 2)  # type: ignore[union-attr]
+            value = value.rstrip()
+            if key == "exitcode":
+                value = head.text.strip()  # `exitcode  : 2 (pid: N)`, as the rules know it
+            elif key == "msg" and len(value) > 1 and value[0] == value[-1] == '"':
+                value = _json_text(value[1:-1])
         if not value or value.startswith("<"):
             return  # <N/A>: torchrun has no traceback for it
         who = RankRef(head.source, rank=rank, via="launcher") if rank is not None else head.who  # the summary names the rank
@@ -511,6 +526,13 @@ class Assembler:
 
         first = at(head, value)
         if not TB_HEADER.match(value):
+            if rec is not None or (("Error" in value or "Exception" in value) and EXC_ALONE.match(value)):
+                # an exception line alone: read as one, so that it is classified like one
+                inner = Assembler(self.interesting)
+                inner.seq = seq
+                out.extend(inner.feed(first))
+                out.extend(inner.flush())
+                return
             out.append(Event("line", first, [value], [head.lineno], ts=head.ts, seq=seq, form="reported"))
             return
         # the worker's own traceback, indented under the field: read it like any other
@@ -528,3 +550,11 @@ class Assembler:
         t = line.text
         if t and not self.quiet and self.interesting(t):
             out.append(Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq))
+
+
+def _json_text(text: str) -> str:
+    """A JSON string's content (`\\"` and `\\n` undone); as it is when it does not decode (a cut one)."""
+    try:
+        return json.loads('"' + text + '"')
+    except ValueError:
+        return text
