@@ -64,3 +64,18 @@ def test_sigterm_pids_count_for_the_ranks_the_summary_names(write):
     assert d.root_cause.rank == 2 and d.root_cause.node == "node-3"
     sig = [s for s in d.symptoms if s.category == "sigterm_cascade"]
     assert sig and 0 in sig[0].ranks, d.symptoms
+
+
+def test_a_merged_report_cites_the_line_its_rule_knows_best(write):
+    # one multi-line report of one rule: its opening line is a generic aftermath that a later
+    # pattern of the rule knows; the line a more specific (earlier) pattern matches names the
+    # operation, and is the one cited, whichever order the printer wrote them in
+    generic = "[E ProcessGroupNCCL.cpp:600] [Rank 2] Some NCCL operations have failed or timed out. Data may be corrupt."
+    specific = "[E ProcessGroupNCCL.cpp:900] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=BROADCAST, NumelIn=8, NumelOut=8, Timeout(ms)=60000) ran for 60007 milliseconds before timing out."
+    for lines in ([generic, "[E ProcessGroupNCCL.cpp:610] taking the process down.", specific], [specific, generic]):
+        text = "\n".join(["[rank2]: step 3", *(f"[rank2]:{ln}" for ln in lines)])
+        d = diagnose([write("w.log", text)])
+        assert d.root_cause.rule_id == "nccl-watchdog-timeout"
+        n = 2 + lines.index(specific)
+        assert d.root_cause.source.endswith(f"w.log:{n}"), (d.root_cause.source, n)
+        assert "OpType=BROADCAST" in d.root_cause.message

@@ -43,6 +43,7 @@ class Finding:
     # the line of its last repetition, when later lines of its printer repeated the report
     # (merged into it): liveness asks whether the printer outlived that one
     repeated_at: Optional[int] = None
+    pattern: int = 0  # the index of the rule's pattern that matched the cited line
 
     @property
     def ts(self) -> Optional[datetime]:
@@ -191,7 +192,14 @@ class Collector:
                 # a report that names the rank only on a later line (mpirun's
                 # 'Primary job terminated ...' then 'Process name: [[J,1],R]'): that line is
                 # where the report says who
-                prev.event, prev.line_index = event, match.line_index
+                prev.event, prev.line_index, prev.pattern = event, match.line_index, match.pattern
+                prev.captures = {**prev.captures, **match.captures}
+            elif match.pattern < prev.pattern and any(named(r) for r in refs) == any(named(r) for r in prev.refs):
+                # a later line that a more specific pattern of the rule knows (the watchdog's
+                # line naming the collective after its generic 'Some NCCL operations have
+                # failed'; the kernel's 'Killed process' after its 'oom-kill:' summary): the
+                # report is cited there, and keeps what the earlier lines said too
+                prev.event, prev.line_index, prev.pattern = event, match.line_index, match.pattern
                 prev.captures = {**prev.captures, **match.captures}
             self._note_seq(refs, match.captures)
             self._note_hosts(event, match, refs)
@@ -211,7 +219,7 @@ class Collector:
             # node's agent, not a rank, even when no worker ever printed under it
             if any(mark in line for line in event.lines[:60] for mark in LAUNCHER_MARKS):
                 self.agent_sources.add(event.first.source)
-        f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match))
+        f = Finding(rule, event, match.captures, match.line_index, self._refs(event, match), self._node(event, match), pattern=match.pattern)
         if len(self._last) >= MAX_LAST:
             # bounded memory whatever the number of printers: a report is merged with the
             # previous line of its stream; past this many streams, start over

@@ -28,6 +28,7 @@ class Match:
     line_index: int  # which of the event's lines holds the match start
     known_ranks: tuple[int, ...] = ()  # ranks the text shows exist (rule field known_ranks)
     entries: tuple[dict[str, str], ...] = ()  # per known rank, the known_ranks regex's named groups (node, pid, exitcode)
+    pattern: int = 0  # which of the rule's patterns matched (earlier ones are the more specific)
 
 
 def trie_regex(words: list[str]) -> str:
@@ -164,6 +165,7 @@ class Matcher:
         self._line_rules = [r for r in self.ordered if r.spec.scope in ("line", "any")]
         self._tb_rules = [r for r in self.ordered if r.spec.scope in ("traceback", "any")]
         self._classified = 0
+        self._pattern = 0  # the index of the pattern match_rule last tried (its match's, when it returns one)
         self._index: Optional[KeywordIndex] = None
         self._ci_regex: Optional[re.Pattern[str]] = None  # interesting(): the ignore-case keywords, once indexed
         self._any_ci = any(r.spec.ignore_case for r in book.rules)
@@ -223,7 +225,7 @@ class Matcher:
                 start, caps = m
                 line_index = origin if start < 0 else text.count("\n", 0, start)
                 known, entries = self._known(rule, text)
-                return Match(rule, caps, line_index, known, entries)
+                return Match(rule, caps, line_index, known, entries, self._pattern)
         return None
 
     def _known(self, rule: Rule, text: str) -> tuple[tuple[int, ...], tuple[dict[str, str], ...]]:
@@ -271,7 +273,8 @@ class Matcher:
                     continue
                 if ex.search(text, timeout=MATCH_TIMEOUT, concurrent=False):
                     return None
-            for pat in rule.patterns:
+            for i, pat in enumerate(rule.patterns):
+                self._pattern = i
                 lit = self._literal(pat)
                 if origin is not None and (not lit or lit in origin):
                     m = pat.search(origin, timeout=MATCH_TIMEOUT, concurrent=False)
