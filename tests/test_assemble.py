@@ -403,3 +403,15 @@ def test_a_summary_entry_whose_traceback_field_says_none_was_recorded_reports_it
     text = SUMMARY.replace("Signal 15 (SIGTERM) received by PID 78", "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
     (code,) = [e for e in events(text) if e.kind == "line"]
     assert code.lines == ["exitcode  : -15 (pid: 78)"] and code.first.who.rank == 12 and code.linenos == [13]
+
+
+def test_an_exception_wrapping_another_type_in_parentheses_is_an_exception_line():
+    # a task framework re-raises a worker's error as `Wrapper(InnerType): ...`, its message
+    # carrying the worker's own frames; after frames, or standing alone, it is the exception
+    wrapped = "ray.exceptions.RayTaskError(IndexError): ray::Worker.run() (pid=77, ip=10.0.0.2)"
+    text = "\n".join(['  File "/srv/lib/driver.py", line 12, in wait', "    get(ref)", wrapped,
+                      '  File "/srv/job/train.py", line 40, in loop', "    batch = next(it)"])
+    (ev,) = tracebacks(text)
+    assert ev.lines[ev.origin()] == wrapped
+    (alone,) = tracebacks("some output\n" + wrapped)
+    assert alone.lines[alone.origin()] == wrapped

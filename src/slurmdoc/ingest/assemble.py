@@ -37,7 +37,8 @@ FRAME = re.compile(r'\s*File "[^"\n]+", line \d+(?:, in \S.*)?\s*$|│ \S+:\d+ i
 BOX = ("│", "╰", "╭")
 # a class name that says it is an exception, then its message: an exception line that can
 # stand alone (`RuntimeError: ...`, `torch.OutOfMemoryError: ...`, `pkg.mod.SomeException`)
-EXC_ALONE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::(?: .*)?)?\s*$")
+# (`Wrapper(InnerType): ...`: a task framework's exception wrapping a worker's, e.g. Ray's)
+EXC_ALONE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?:\((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\))?(?::(?: .*)?)?\s*$")
 # a paste's marks for left-out lines: `...`, `…`, `[... trimmed ...]`, `<...>`, `(12 lines omitted)`
 ELISION = re.compile(r"\s*(?:\.{3,}|…|[\[(<]\s*(?:\.{2,}|…)[^\])>]*[\])>]|[\[(<]?\s*\d+ (?:more )?lines? (?:omitted|trimmed|skipped|hidden|elided)\W*)\s*$")
 CHAIN_MARKER = re.compile(
@@ -48,7 +49,7 @@ CHAIN_MARKER = re.compile(
 # an exception line: `Name: message`, a dotted `module.name`, or a bare `Name` (classes are
 # capitalised: a lowercase word after the frames, bare or before a colon, `env: ...`, is the
 # program's next output)
-EXC_LINE = re.compile(r"(?:(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*|[A-Z_]\w*)(?:\[[^\]]*\])?(?::(?: .*)?)?$")
+EXC_LINE = re.compile(r"(?:(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*|[A-Z_]\w*)(?:\[[^\]]*\]|\((?:[A-Za-z_]\w*\.)*[A-Z]\w*\))?(?::(?: .*)?)?$")
 RECORD_START = re.compile(
     r"\[?[IWEF]\d{4} \d\d:\d\d|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d|Traceback \(most|terminate called|frame #\d+:"
 )
