@@ -46,3 +46,16 @@ def test_an_error_quoted_in_a_cjk_sentence_yields_to_its_record_but_one_beside_a
         path = write("j.log", "\n".join([around.format(OOM)] + later))
         d = diagnose([path])
         assert d.root_cause.category == "cuda_oom" and d.root_cause.source == f"{path}:{want}", around
+
+
+def test_an_echo_that_says_another_rank_failed_does_not_lead_ahead_of_an_earlier_exit_report(write):
+    # with no cause in the log, a report that a process exited with an error comes before
+    # the surviving ranks' lines saying only that some rank failed: the earlier one leads
+    echo = "2031-02-03 04:05:07.000001: W op_kernel.cc:1318] Aborted: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce after one of the ranks finished execution."
+    text = "\n".join(["step 12 loss 0.41", "Primary job  terminated normally, but 1 process returned",
+                      "a non-zero exit code. Per user-direction, the job has been aborted.", "", echo, echo])
+    d = diagnose([write("h.log", text)])
+    assert d.root_cause.source.endswith("h.log:2") and d.root_cause.category == "unknown"
+    # alone, the echo still leads: it is all the log shows
+    d = diagnose([write("e.log", "\n".join(["step 12 loss 0.41", echo]))])
+    assert d.status == "failed" and d.root_cause.rule_id == "horovod-shutdown"
