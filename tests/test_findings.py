@@ -79,3 +79,14 @@ def test_a_merged_report_cites_the_line_its_rule_knows_best(write):
         n = 2 + lines.index(specific)
         assert d.root_cause.source.endswith(f"w.log:{n}"), (d.root_cause.source, n)
         assert "OpType=BROADCAST" in d.root_cause.message
+
+
+def test_a_sentence_quoting_an_error_does_not_merge_with_the_records_that_follow(write):
+    # a person's sentence (another script around the error's words) above the pasted log, then
+    # the program's own lines of the same error on the same stream: the records are a finding
+    # of their own, and they, not the quotation, are the root
+    quote = "训练时一直报错 OSError: [Errno 28] No space left on device，磁盘明明还有空间"
+    record = "/opt/env/lib/python3.11/site-packages/pool.py:46: UserWarning: [Errno 28] No space left on device.  falling back to serial mode"
+    path = write("q.log", "\n".join([quote, "", "$ python train.py", record, "    warnings.warn(msg)"]))
+    d = diagnose([path])
+    assert d.root_cause.category == "io_error" and d.root_cause.source == f"{path}:4"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Optional
 
 from slurmdoc import frames
@@ -182,6 +183,7 @@ class Collector:
             and prev.event.kind == "line"
             and prev.captures.get("node") == match.captures.get("node")  # srun lines about other hosts stay apart
             and not (rule.spec.rank_source == "message" and self._refs(event, match) != prev.refs[:1])  # each rank's own message
+            and quotes(event) == quotes(prev.event)  # a sentence quoting the error is not the program's record
         ):
             # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
             # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)
@@ -357,3 +359,25 @@ class Collector:
     def src(self, f: Finding) -> str:
         """Where a finding was printed, as `path:line`."""
         return f"{self.sources[f.event.first.source].path}:{f.lineno()}"
+
+
+# letters of scripts that programs' error messages are not written in (CJK, kana, hangul,
+# full-width punctuation): a line that has them around an error's words is a person's
+# sentence quoting it (an issue, a ticket, a chat), not the program's record. Compiled on
+# first use (its character ranges cost about 4 ms of every start-up), and only an ASCII-free
+# line can hold one.
+PROSE = r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff01-\uff5e\u3001\u3002]"
+
+
+@lru_cache(maxsize=1)
+def _prose() -> re.Pattern[str]:
+    return re.compile(PROSE)
+
+
+def quotes(ev: Event) -> bool:
+    """Is the event a person's sentence quoting an error (a one-line event, or an exception
+    line alone, in another script around the error's words)?"""
+    if not (ev.kind == "line" or ev.form == "alone"):
+        return False
+    head = ev.lines[0][:400]
+    return not head.isascii() and _prose().search(head) is not None

@@ -6,13 +6,11 @@ exit is promoted.
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Optional
 
-from slurmdoc.diagnosis.findings import Collector, Finding, Group, before, nonzero
+from slurmdoc.diagnosis.findings import Collector, Finding, Group, before, nonzero, quotes
 from slurmdoc.diagnosis.ladder import rank_in_choice
 from slurmdoc.diagnosis.layout import Layout
 from slurmdoc.diagnosis.liveness import Liveness
@@ -65,27 +63,10 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     return Choice(handled=handled)
 
 
-# letters of scripts that programs' error messages are not written in (CJK, kana, hangul,
-# full-width punctuation): a line that has them around an error's words is a person's
-# sentence quoting it (an issue, a ticket, a chat), not the program's record. Compiled on
-# first use (its character ranges cost about 4 ms of every start-up), and only an ASCII-free
-# line can hold one.
-PROSE = r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uff01-\uff5e\u3001\u3002]"
-
-
-@lru_cache(maxsize=1)
-def _prose() -> re.Pattern[str]:
-    return re.compile(PROSE)
-
-
 def quoted(f: Finding) -> bool:
     """Is the finding a person's sentence that quotes the error (a one-line event whose line
-    is in another script around the error's words)?"""
-    ev = f.event
-    if not (ev.kind == "line" or ev.form == "alone"):
-        return False
-    head = ev.lines[0][:400]
-    return not head.isascii() and _prose().search(head) is not None
+    is in another script around the error's words)? See findings.quotes."""
+    return quotes(f.event)
 
 
 def unquoted(cands: list[Finding]) -> list[Finding]:
