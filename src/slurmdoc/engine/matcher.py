@@ -164,6 +164,7 @@ class Matcher:
         self._prefilter: Optional[re.Pattern[str]] = None  # built on first use (start-up)
         self._line_rules = [r for r in self.ordered if r.spec.scope in ("line", "any")]
         self._tb_rules = [r for r in self.ordered if r.spec.scope in ("traceback", "any")]
+        self._place_rules()
         self._classified = 0
         self._pattern = 0  # the index of the pattern match_rule last tried (its match's, when it returns one)
         self._index: Optional[KeywordIndex] = None
@@ -172,6 +173,13 @@ class Matcher:
         # each pattern's required_literal, read the first time the pattern is tried: a pattern
         # is searched for only in a text that holds it
         self._required: dict[object, str] = {}
+
+    def _place_rules(self) -> None:
+        """Each candidate's place in the order it is tried, by kind of event: with the keyword
+        index, an event's candidates are the few rules it holds a keyword of, taken in that
+        order, instead of a walk over the whole pack asking each rule whether it is one."""
+        self._line_at = {r.id: i for i, r in enumerate(self._line_rules)}
+        self._tb_at = {r.id: i for i, r in enumerate(self._tb_rules)}
 
     def interesting(self, text: str) -> bool:
         if self._index is not None:  # the exact keywords by the index, the few others by re
@@ -198,16 +206,13 @@ class Matcher:
         lowered: Optional[str] = None
         rules = self._tb_rules if event.kind == "traceback" else self._line_rules
         index = self._keyword_index()
-        holding = None
         if index is not None:
             if self._any_ci:
                 lowered = text.lower()
-            holding = index.rules_in(text, lowered)
+            at = self._tb_at if event.kind == "traceback" else self._line_at
+            rules = [rules[i] for i in sorted(at[r] for r in index.rules_in(text, lowered) if r in at)]
         for rule in rules:
-            if holding is not None:
-                if rule.id not in holding:
-                    continue
-            else:
+            if index is None:
                 if rule.spec.ignore_case:
                     if lowered is None:
                         lowered = text.lower()
@@ -315,6 +320,7 @@ class Matcher:
         self._dropped.add(rule.id)
         self._line_rules = [r for r in self._line_rules if r is not rule]
         self._tb_rules = [r for r in self._tb_rules if r is not rule]
+        self._place_rules()
         self.timeouts.append(f"rule {rule.id}: {why}, not used for the rest of the input (`slurmdoc rules lint` shows risky patterns)")
 
     def _timeout(self, rule: Rule, what: str = "a pattern") -> None:
