@@ -380,14 +380,41 @@ def _quiet_finds_what_exact_finds(noise: str, events: dict, tmp_path) -> None:
 
 @pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
 def test_no_quiet_search_for_unguarded_keywords_or_an_input_read_whole(tmp_path):
-    """Keywords that also mark tracebacks (`Error`) are never guarded: a block dense with them
-    is searched as always; nor is an input its head and tail cover searched quietly."""
+    """A keyword of a rule whose match may reach past one line (`timed out`) is never guarded:
+    a block dense with it is searched as always; nor is an input its head and tail cover
+    searched quietly."""
     log = tmp_path / "job.log"
-    log.write_text("".join(f"[rank{i % 4}]: step {i} val Error 0.{i}\n" for i in range(4000)))
+    log.write_text("".join(f"[rank{i % 4}]: step {i} object store timed out, retrying\n" for i in range(4000)))
     assert not any("only the lines" in w for w in _json([str(log)], budget=NOTHING)["warnings"])
     log.write_text("".join(_NOISY.format(r=i % 4, i=i, l=3) + "\n" for i in range(4000)))
     assert any("only the lines" in w for w in _json([str(log)], budget=NOTHING)["warnings"])
     assert not any("only the lines" in w for w in _json([str(log)])["warnings"])  # the default head and tail hold it
+
+
+# A metric named Error on every line (`Top-1 Error`): `Error` is a keyword of the traceback
+# rules, guarded by the lines a traceback begins at, which a metric line is not
+_METRIC = "[rank{r}]: step {i} | loss {l}.{r} | Top-1 Error: 2{r}.{l} | lr 1e-4"
+
+
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
+@pytest.mark.parametrize(
+    "events",
+    [
+        # a whole traceback
+        {1200: "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"/srv/train.py\", line 9, in <module>\n"
+               "[rank1]:     step()\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"},
+        # frames with no header above them (a log that lost it)
+        {900: "[rank2]:   File \"/srv/data.py\", line 40, in __next__\n[rank2]:     batch = next(it)\n[rank2]: ValueError: shard 17 is empty"},
+        # an exception line alone, no other keyword on it
+        {2700: "[rank3]: ValueError: 42 is not a valid shard id"},
+        # a launcher's summary whose banner was cut, and an error-level line
+        {1500: "[rank0]: 2030-01-01 00:00:09 | ERROR | trainer | the parameter server went away",
+         2999: "Root Cause (first observed failure):\n[0]:\n  time      : 2030-01-01_00:00:10\n  host      : n1\n"
+               "  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: 77)\n  error_file: <N/A>"},
+    ],
+)
+def test_a_metric_named_error_on_every_line_is_searched_quietly_and_changes_no_finding(events, tmp_path):
+    _quiet_finds_what_exact_finds(_METRIC, events, tmp_path)
 
 
 _COLOURED = "\x1b[32m2030-01-01 00:00:{s:02d}\x1b[0m | \x1b[1mINFO\x1b[0m | [rank{r}] step {i} loss {l}.{r} lr 1e-4"

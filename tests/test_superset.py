@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from slurmdoc.api import load_rulebook
-from slurmdoc.engine.superset import FOLDED_LETTERS, line_guards, line_superset
+from slurmdoc.engine.superset import FOLDED_LETTERS, line_guards, line_superset, starts
 
 hs = pytest.importorskip("hyperscan")
 
@@ -249,6 +249,10 @@ def test_a_superset_knows_whether_its_pattern_can_reach_past_a_line():
 
 
 def test_line_guards_cover_only_rules_judged_line_by_line():
+    """A keyword is guarded when each rule owning it can be judged on one line: a line rule or
+    an `any` rule by its patterns' supersets, a traceback rule by the supersets of the lines a
+    traceback begins at (every owner's expressions are asked); a keyword of a rule that can be
+    neither stays a plain literal."""
     guards = line_guards(BOOK.rules)
     by_id = {r.id: r for r in BOOK.rules}
     owners: dict = {}
@@ -256,16 +260,45 @@ def test_line_guards_cover_only_rules_judged_line_by_line():
         for k in r.keywords:
             owners.setdefault((k, bool(r.spec.ignore_case)), []).append(r)
     assert guards, "the pack has keywords of line-by-line rules"
+    begins = set(starts())
     for key, exprs in guards.items():
         for r in owners[key]:
-            assert r.spec.scope != "traceback"  # tracebacks' words also shape events
+            if r.spec.scope == "traceback":
+                assert begins <= set(exprs)  # where its events can begin
+                continue
             sups = [line_superset(p.pattern, r.spec.ignore_case) for p in r.patterns]
             assert all(s is not None for s in sups)
             assert r.spec.scope == "line" or not any(s.spans_lines for s in sups)
             assert {s.expression for s in sups} <= set(exprs)  # every owner's patterns are asked
-    unguarded = [key for key, rs in owners.items() if key not in guards]
-    assert ("Traceback", False) in unguarded and ("File \"", False) in unguarded
+    assert ("Error", False) in guards and ("Traceback", False) in guards
     assert by_id["python-exception"].spec.scope == "traceback"
+    unguarded = [key for key, rs in owners.items() if key not in guards]
+    assert unguarded and all(any(r.spec.scope != "traceback" for r in owners[k]) for k in unguarded)
+
+
+@settings(max_examples=400)
+@given(st.data(), PREFIXES)
+def test_a_line_a_traceback_begins_at_is_one_its_starts_may_match(data, prefix):
+    """Every line the assembler begins a traceback event at (a header, a frame, an exception
+    line alone, a summary's head), behind a prefix, is a line the starts' supersets match."""
+    from slurmdoc.ingest.assemble import STARTS
+
+    i = data.draw(st.integers(0, len(STARTS) - 1))
+    text = data.draw(st.from_regex(STARTS[i], fullmatch=True).filter(lambda t: "\n" not in t))
+    assert STARTS[i].match(text)
+    db = compiled(starts()[i])
+    assert says_may_match(db, (prefix + text).encode("utf-8", "surrogatepass"))
+
+
+def test_starts_leave_out_metrics_named_error():
+    # what a quiet search of a log printing `Error` in its metrics gains: such a line begins
+    # no traceback, and a line that does is still found
+    dbs = [compiled(e) for e in starts()]
+    for line in ("[rank3]: step 40 | Top-1 Error: 23.4 | lr 1e-4", "2: epoch 3 Error rate 0.12", "WER (Word Error Rate) 7.1"):
+        assert not any(says_may_match(db, line.encode()) for db in dbs), line
+    for line in ("[rank3]: torch.OutOfMemoryError: CUDA out of memory", "3:   File \"/srv/t.py\", line 9, in f",
+                 "[rank1]: Traceback (most recent call last):", "Root Cause (first observed failure):"):
+        assert any(says_may_match(db, line.encode()) for db in dbs), line
 
 
 def test_a_pattern_python_warns_about_gets_its_superset_quietly():

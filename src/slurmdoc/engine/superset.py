@@ -308,18 +308,36 @@ class _Writer:
         return self.min_len([item]) == 0
 
 
+def starts() -> Optional[tuple[str, ...]]:
+    """The line supersets of the lines the assembler begins a traceback event at (a header, a
+    frame, an exception line standing alone, a launcher summary's head: assemble.STARTS), or
+    None when one has none. The assembler tries them on a line's text once its prefix is off,
+    as a rule's pattern is tried."""
+    from slurmdoc.ingest.assemble import STARTS
+
+    sups = [line_superset(rx.pattern) for rx in STARTS]
+    return None if any(s is None for s in sups) else tuple(s.expression for s in sups)  # type: ignore[union-attr]
+
+
 def line_guards(rules: list) -> dict[tuple[str, bool], tuple[str, ...]]:
     """For each keyword (as the matcher lists them: lower case for an ignore-case rule) whose
     rules can all be judged line by line, the line supersets of those rules' patterns.
 
     A rule can be judged line by line when every pattern has a superset and a match cannot
     reach past one line of the text it is tried on: a `line` rule's events are single lines;
-    an `any` rule's pattern must not match a newline. A `traceback` rule never can: its
-    keywords (`Traceback`, `File "`, `Error`) also tell the assembler where tracebacks are."""
+    an `any` rule's pattern must not match a newline. A `traceback` rule judges only traceback
+    events, and one begins only at a line the assembler knows as a start (starts()): its
+    keywords (`Traceback`, `File "`, `Error`) are guarded by those lines' supersets. A line
+    holding `Error` in a metric (`Top-1 Error: 23.4`) begins none: for a traceback rule it is
+    as if the keyword were not on it (inside a traceback, every line is read anyway)."""
     judged: dict[str, Optional[tuple[str, ...]]] = {}
+    begins = starts()
     for r in rules:
+        if r.spec.scope == "traceback":
+            judged[r.id] = begins
+            continue
         sups = [line_superset(p.pattern, r.spec.ignore_case) for p in r.patterns]
-        if not sups or any(s is None for s in sups) or r.spec.scope == "traceback":
+        if not sups or any(s is None for s in sups):
             judged[r.id] = None
         elif r.spec.scope != "line" and any(s.spans_lines for s in sups):  # type: ignore[union-attr]
             judged[r.id] = None
@@ -339,15 +357,19 @@ def line_guards(rules: list) -> dict[tuple[str, bool], tuple[str, ...]]:
 
 def guards_key(rules: list) -> bytes:
     """The digest of what line_guards makes its answer from: each rule's id, scope, case,
-    keywords and patterns, and this module's source (how supersets are written)."""
+    keywords and patterns, this module's source (how supersets are written) and the
+    assembler's starts."""
     import hashlib
     from pathlib import Path
+
+    from slurmdoc.ingest.assemble import STARTS
 
     try:
         own = Path(__file__).read_bytes()
     except OSError:
         return b""  # nothing to key a cache on: the guards are made every time
     h = hashlib.sha256(own)
+    h.update(repr([rx.pattern for rx in STARTS]).encode("utf-8", "surrogatepass"))
     for r in rules:
         h.update(repr((r.id, r.spec.scope, bool(r.spec.ignore_case), r.keywords, [p.pattern for p in r.patterns])).encode("utf-8", "surrogatepass"))
     return h.digest()

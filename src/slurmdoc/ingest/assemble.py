@@ -64,6 +64,11 @@ NO_TRACEBACK = "To enable traceback see"
 # the heads of torchrun's summary sections; a paste or a tail may start at one of them
 # (older torchelastic: `Root Cause:`, `Other Failures:`, and a `msg:` field for the traceback)
 SUMMARY_HEAD = re.compile(r"\s*(?:Root Cause(?: \(first observed failure\))?|(?:Other )?Failures):\s*$")
+# the lines a traceback event begins at in a stream in no event (_idle): a header, a frame, an
+# exception line standing alone, a launcher summary's head. A `traceback`-scope rule judges only
+# such events: the quiet search (engine.superset) looks for its keywords only on lines one of
+# these may match, so a keyword of one added here must begin its event here too
+STARTS = (TB_HEADER, FRAME, EXC_ALONE, SUMMARY_HEAD)
 ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(.*)$")
 # the worker's error record (JSON) under an empty `msg:` field: its "message" is the exception line
 RECORD_MESSAGE = re.compile(r'\s*"message"\s*:\s*"((?:[^"\\]|\\.)*)"?')

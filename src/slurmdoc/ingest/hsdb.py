@@ -173,7 +173,10 @@ def _long_literals(kept: list[tuple[bytes, bool]]) -> dict[int, tuple[bytes, boo
 
 
 def _loud_ids(kept: list[tuple[bytes, bool]], words: list[tuple[bytes, bool]], held: set) -> frozenset[int]:
-    """Ids of the kept literals every hit of which is a guarded literal's (one in `held`). A
+    """Ids of the kept literals whose hits make a block dense (the quiet search then pays): a
+    guarded literal itself (`Error`, whose guard is where a traceback may begin: the literals
+    holding it that no guard covers, `DistStoreError`, are searched for on their own once the
+    search is quiet), and one every hit of which is a guarded literal's (one in `held`). A
     hit of a kept literal stands for each literal holding it (covering left those out): the
     exact ones holding it exactly and, when it ignores case, any holding it in any case. Each
     is looked for in all the literals at once, as covering does."""
@@ -182,6 +185,9 @@ def _loud_ids(kept: list[tuple[bytes, bool]], words: list[tuple[bytes, bool]], h
     text, low, starts = _joined(words)
     loud = set()
     for k, (w0, ci0) in enumerate(kept):
+        if (w0, ci0) in held:
+            loud.add(k)
+            continue
         hay, needle = (low, w0.lower()) if ci0 else (text, w0)
         stands = False
         i = hay.find(needle)
