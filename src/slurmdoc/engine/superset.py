@@ -132,6 +132,13 @@ def line_superset(pattern: str, ignore_case: bool = False) -> Optional[Superset]
     return Superset(expr, w.spans)
 
 
+@dataclass
+class _Items:
+    """A trimmed run of parsed items where the writer reads a parser's subpattern (`.data`)."""
+
+    data: list
+
+
 class _Writer:
     def __init__(self, ci: bool, dotall: bool) -> None:
         self.ci = ci
@@ -289,16 +296,29 @@ class _Writer:
 
     def trim(self, items: list) -> list:
         """The items without their optional ends (zero-width ones too), and a trailing or leading
-        repeat cut to its minimum: a line that matches the items holds a match of these."""
+        repeat cut to its minimum, also inside a group or each alternative at an end (`a(?P<x>b.*)`
+        ends at `b`): a line that matches the items holds a match of these. Only an end is
+        trimmed, on its own side: `x(a?b)` is not `xb`."""
+        return self._trim(self._trim(list(items), -1), 0)
+
+    def _trim(self, items: list, at: int) -> list:
+        """`items` with their end on one side (-1: the last, 0: the first) trimmed."""
         items = list(items)
-        while items and self._optional(items[-1]):
-            items.pop()
-        while items and self._optional(items[0]):
-            items.pop(0)
-        for at in (-1, 0):
-            if items and items[at][0] in _REPEATS:
-                lo, _hi, p = items[at][1]
-                items[at] = (_sre.MAX_REPEAT, (lo, lo, p))
+        while items and self._optional(items[at]):
+            items.pop(at)
+        if not items:
+            return items
+        op, av = items[at]
+        if op in _REPEATS:
+            lo, _hi, p = av
+            items[at] = (_sre.MAX_REPEAT, (lo, lo, p))
+        elif op is _sre.SUBPATTERN:
+            gid, add, dele, p = av
+            items[at] = (op, (gid, add, dele, _Items(self._trim(list(p.data), at))))
+        elif op is _ATOMIC:
+            items[at] = (op, _Items(self._trim(list(av.data), at)))
+        elif op is _sre.BRANCH:
+            items[at] = (op, (av[0], [_Items(self._trim(list(b.data), at)) for b in av[1]]))
         return items
 
     def _optional(self, item) -> bool:
