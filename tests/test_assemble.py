@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from slurmdoc.api import split_line
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.prefix import PrefixParser
@@ -415,3 +418,29 @@ def test_an_exception_wrapping_another_type_in_parentheses_is_an_exception_line(
     assert ev.lines[ev.origin()] == wrapped
     (alone,) = tracebacks("some output\n" + wrapped)
     assert alone.lines[alone.origin()] == wrapped
+
+
+# pieces of lines an idle stream may see: the beginnings of tracebacks and summaries, near
+# misses of them, and other output
+_PIECES = ["Traceback (most recent call last):", "  File \"t.py\", line 3, in f", "File \"x\", line 1", "│ /t.py:3 in f │",
+           "ValueError: bad", "torch.OutOfMemoryError", "Error: 3", "Top-1 Error: 2", "Exception in thread", "RuntimeError", "ray.exceptions.RayTaskError(IndexError): x",
+           "Root Cause (first observed failure):", "Root Cause:", "Other Failures:", "Failures:", "[0]:", "  rank : 3",
+           "-- Process 2 terminated with the following error:", "During handling of the above exception, another exception occurred:",
+           "╭──── Traceback (most recent call last) ────╮", "step 3 loss 2.0", ": ", " ", "    ", "x", "[rank1]: ", "3: "]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4))
+def test_a_traceback_begins_only_at_a_line_one_of_the_starts_matches(pieces):
+    """The quiet search guards the traceback rules' keywords with assemble.STARTS (engine.superset):
+    a line that begins a traceback event in a stream in no event is one a start matches."""
+    from slurmdoc.ingest.assemble import STARTS
+
+    line = "".join(pieces)
+    parser = PrefixParser(2025)
+    asm = Assembler(lambda t: False)
+    ll = parser.parse(SRC, 1, line)
+    out = asm.feed(ll)
+    began = any(e.kind == "traceback" for e in out + asm.flush())
+    if began:
+        assert any(rx.match(ll.text) for rx in STARTS), ll.text
