@@ -59,3 +59,18 @@ def test_an_echo_that_says_another_rank_failed_does_not_lead_ahead_of_an_earlier
     # alone, the echo still leads: it is all the log shows
     d = diagnose([write("e.log", "\n".join(["step 12 loss 0.41", echo]))])
     assert d.status == "failed" and d.root_cause.rule_id == "horovod-shutdown"
+
+
+def test_an_error_printed_then_raised_is_cited_at_its_traceback(write):
+    # a program that prints an error's words and then raises them: one error, cited where
+    # the traceback says where it was raised; a different line before a traceback stays first
+    words = "Error while writing shard: I/O error: No space left on device (os error 28)"
+    frames = ["Traceback (most recent call last):", '  File "/srv/save.py", line 9, in save', "    write(blob)"]
+    path = write("s.log", "\n".join(["step 400 loss 1.2", words, *frames, f"shardlib.ShardError: {words}"]))
+    d = diagnose([path])
+    assert d.root_cause.category == "io_error" and d.root_cause.source == f"{path}:6"
+    assert d.root_cause.evidence == "traceback"
+    other = "OSError: [Errno 28] No space left on device: '/scratch/tmp'"
+    path = write("t.log", "\n".join(["step 400 loss 1.2", other, *frames, f"shardlib.ShardError: {words}"]))
+    d = diagnose([path])
+    assert d.root_cause.source == f"{path}:2"

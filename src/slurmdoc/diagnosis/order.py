@@ -49,7 +49,7 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
             # end is the first failure, whatever the rule calls the report (a plain non-zero
             # exit before the kills that followed it)
             best = best + [f for f in exits if nonzero(f) and rank_in_choice(f) == 2 and f.rule.role != "context"]
-        root = earliest(best, c.skew)
+        root = restated(earliest(best, c.skew), best)
         deferred = _deferred(symptoms, lay, root, all_ranks)
         if deferred is not None:
             return Choice(deferred[0], True, deferred[1], root, handled)
@@ -105,6 +105,22 @@ def earliest(cands: list[Finding], skew: timedelta) -> Finding:
     if rivals:
         return min(rivals, key=lambda f: (-f.rule.spec.priority, f.ts, f.seq))
     return first
+
+
+def restated(root: Finding, cands: list[Finding]) -> Finding:
+    """A one-line error that its printer then raised in a traceback (a program printing the
+    message, then the exception with the same words) is that traceback's error: the
+    traceback is cited, where it says what was raised and from where."""
+    if root.event.kind != "line":
+        return root
+    words = " ".join(root.message().split())
+    if len(words) < 20:
+        return root
+    for f in sorted(cands, key=lambda f: f.seq):
+        if (f.seq > root.seq and f.event.kind == "traceback" and f.rule.category == root.rule.category
+                and f.event.first.stream == root.event.first.stream and words in " ".join(f.message().split())):
+            return f
+    return root
 
 
 def _promote(symptoms: dict[str, Group], exits: list[Finding], lay: Layout, all_ranks: list[int], skew: timedelta) -> tuple[Finding, list[int]]:
