@@ -38,6 +38,14 @@ def test_markdown_fences_and_bold_lines_go():
     assert fix(pasted) == ["Error log:", *TB]
 
 
+def test_asterisks_followed_by_a_space_are_a_programs_words_not_bold():
+    # as in Markdown, a run of asterisks followed by a space opens no emphasis: a program's
+    # banner framed by asterisks is kept whole; bold (also bold italic) still goes
+    banners = ["*** SIGABRT received at time=1712000000 on cpu 3 ***", "** nothing bold here **", "***** 5 stars *****"]
+    assert fix(banners) == banners
+    assert fix(["***Killed: out of memory***", "**Warning:**"]) == ["Killed: out of memory", "Warning:"]
+
+
 def test_fence_glued_to_a_log_line_is_taken_off_the_line_only():
     assert fix(["```" + TB[0], *TB[1:-1], TB[-1] + "```"]) == TB
 

@@ -45,7 +45,10 @@ FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or with
 FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
 RAY_REPEAT = re.compile(r" ?\[repeated \d+x across cluster\]$")
 HEADING_BOLD = re.compile(r"#{1,6} \*\*(?=\S)")
-BOLD_LINE = re.compile(r"\s*\*\*(?:(.*?)\*\*)?:?\s*$")
+# a line in bold (`**text**`, `***text***`), or a bare `**`; as in Markdown, a run of asterisks
+# followed by a space opens no emphasis: `*** SIGSEGV received at time=... ***` is a program's
+# own banner, kept whole
+BOLD_LINE = re.compile(r"\s*(\*{2,3})(?:(?![\s*])(.*?)(?<![\s*])\1)?:?\s*$")
 COLUMN = re.compile(r"(?:\[(\d{1,9})\](?: |$)| *(\d{1,9}) \|(?: |$))")
 COLUMN_CONFIRM = 4  # lines in a row that must carry a consistent column before it is removed
 
@@ -168,7 +171,7 @@ class Repair:
         if raw.lstrip().startswith("**"):
             m = BOLD_LINE.match(raw)
             if m is not None:
-                raw = m.group(1) or ""
+                raw = m.group(2) or ""
                 if not raw.strip():
                     return
         self._column(n, raw, hit, out)
