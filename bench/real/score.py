@@ -39,10 +39,19 @@ REPO = HERE.parent.parent
 DEFAULT_LOGS = Path(os.environ.get("SLURMDOC_REAL_LOGS", "/work/reallogs"))
 
 
+class LabelError(Exception):
+    """A label file that cannot be read as a list of labels with ids."""
+
+
 def load_labels(paths: list[Path]) -> list[dict]:
     by_id: dict[str, dict] = {}
     for p in paths:
-        entries = yaml.safe_load(p.read_text(encoding="utf-8")) or []
+        try:
+            entries = yaml.safe_load(p.read_text(encoding="utf-8")) or []
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            raise LabelError(f"{p}: cannot be read as labels: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and "id" in e for e in entries):
+            raise LabelError(f"{p}: not a list of labels, each with an id")
         for e in entries:
             by_id[str(e["id"])] = e
     return sorted(by_id.values(), key=lambda e: str(e["id"]))
@@ -113,7 +122,11 @@ def main() -> int:
     if not label_files:
         print("score: no label files found", file=sys.stderr)
         return 2
-    everything = load_labels(label_files)
+    try:
+        everything = load_labels(label_files)
+    except LabelError as e:  # (a label file being written by someone else, say)
+        print(f"score: {e}", file=sys.stderr)
+        return 2
     labels = [e for e in everything if args.split == "all" or e.get("split") == args.split]
     if not labels:
         known = sorted({str(e.get("split")) for e in everything})
