@@ -710,7 +710,7 @@ def try_rule(book: Rulebook, rule_id: str, paths: list[str], max_hits: int = 100
             if len(report.near) < max_hits:
                 report.near.append((f"{path}:{ev.first.lineno}", ev.lines[0][:300]))
             return
-        start, caps = got
+        start, caps, _ = got
         idx = origin if start < 0 else text.count("\n", 0, start)
         win = matcher.classify(ev)
         if len(report.hits) < max_hits:

@@ -166,7 +166,6 @@ class Matcher:
         self._tb_rules = [r for r in self.ordered if r.spec.scope in ("traceback", "any")]
         self._place_rules()
         self._classified = 0
-        self._pattern = 0  # the index of the pattern match_rule last tried (its match's, when it returns one)
         self._index: Optional[KeywordIndex] = None
         self._ci_regex: Optional[re.Pattern[str]] = None  # interesting(): the ignore-case keywords, once indexed
         self._any_ci = any(r.spec.ignore_case for r in book.rules)
@@ -227,10 +226,10 @@ class Matcher:
             origin = event.origin() if event.kind == "traceback" else -1
             m = self.match_rule(rule, text, event.lines[origin] if origin >= 0 else None)
             if m is not None:
-                start, caps = m
+                start, caps, pattern = m
                 line_index = origin if start < 0 else text.count("\n", 0, start)
                 known, entries = self._known(rule, text)
-                return Match(rule, caps, line_index, known, entries, self._pattern)
+                return Match(rule, caps, line_index, known, entries, pattern)
         return None
 
     def _known(self, rule: Rule, text: str) -> tuple[tuple[int, ...], tuple[dict[str, str], ...]]:
@@ -263,8 +262,9 @@ class Matcher:
             self._charge(rule, perf_counter() - t0)
         return tuple(sorted(found)), tuple(entries)
 
-    def match_rule(self, rule: Rule, text: str, origin: Optional[str] = None) -> Optional[tuple[int, dict[str, str]]]:
-        """(offset of the match, captures) if the rule matches the text, else None.
+    def match_rule(self, rule: Rule, text: str, origin: Optional[str] = None) -> Optional[tuple[int, dict[str, str], int]]:
+        """(offset of the match, captures, which of the rule's patterns matched) if the rule
+        matches the text, else None.
 
         Patterns are tried in order. For a traceback, each pattern is tried on its
         originating exception line first (offset -1), so a chain is classified by the
@@ -279,18 +279,17 @@ class Matcher:
                 if ex.search(text, timeout=MATCH_TIMEOUT, concurrent=False):
                     return None
             for i, pat in enumerate(rule.patterns):
-                self._pattern = i
                 lit = self._literal(pat)
                 if origin is not None and (not lit or lit in origin):
                     m = pat.search(origin, timeout=MATCH_TIMEOUT, concurrent=False)
                     if m:
-                        return -1, {k: v for k, v in m.groupdict().items() if v is not None}
+                        return -1, {k: v for k, v in m.groupdict().items() if v is not None}, i
                 if lit and lit not in text:
                     continue
                 m = pat.search(text, timeout=MATCH_TIMEOUT, concurrent=False)
                 if m:
                     caps = {k: v for k, v in m.groupdict().items() if v is not None}
-                    return m.start(), caps
+                    return m.start(), caps, i
         except TimeoutError:
             self._timeout(rule)
         finally:
