@@ -190,17 +190,13 @@ class Collector:
             refs = self._refs(event, match)
             if event.first.source == prev.event.first.source:
                 prev.repeated_at = event.linenos[-1] if event.linenos else event.first.lineno
-            if not any(named(r) for r in prev.refs) and any(named(r) for r in refs):
-                # a report that names the rank only on a later line (mpirun's
-                # 'Primary job terminated ...' then 'Process name: [[J,1],R]'): that line is
-                # where the report says who
-                prev.event, prev.line_index, prev.pattern = event, match.line_index, match.pattern
-                prev.captures = {**prev.captures, **match.captures}
-            elif match.pattern < prev.pattern and any(named(r) for r in refs) == any(named(r) for r in prev.refs):
-                # a later line that a more specific pattern of the rule knows (the watchdog's
-                # line naming the collective after its generic 'Some NCCL operations have
-                # failed'; the kernel's 'Killed process' after its 'oom-kill:' summary): the
-                # report is cited there, and keeps what the earlier lines said too
+            names, named_before = any(named(r) for r in refs), any(named(r) for r in prev.refs)
+            # the report is cited at a later line that names the rank where the earlier ones
+            # did not (mpirun's 'Primary job terminated ...' then 'Process name: [[J,1],R]'), or
+            # that a more specific pattern of the rule knows (the watchdog's line naming the
+            # collective after its generic 'Some NCCL operations have failed'; the kernel's
+            # 'Killed process' after its 'oom-kill:' summary); it keeps what the earlier said too
+            if (names and not named_before) or (match.pattern < prev.pattern and names == named_before):
                 prev.event, prev.line_index, prev.pattern = event, match.line_index, match.pattern
                 prev.captures = {**prev.captures, **match.captures}
             self._note_seq(refs, match.captures)

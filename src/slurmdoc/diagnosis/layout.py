@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from slurmdoc.diagnosis.findings import LOCAL_HOSTS, Collector
+from slurmdoc.diagnosis.findings import Collector
 from slurmdoc.models import RankRef
 
 

@@ -63,18 +63,12 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     return Choice(handled=handled)
 
 
-def quoted(f: Finding) -> bool:
-    """Is the finding a person's sentence that quotes the error (a one-line event whose line
-    is in another script around the error's words)? See findings.quotes."""
-    return quotes(f.event)
-
-
 def unquoted(cands: list[Finding]) -> list[Finding]:
     """Causes without the quotations of errors that the log also shows as records: a sentence
     quoting `OSError: No space left on device` above the pasted log yields to the log's own
     line of that category. A quotation with no such record stays (it is all there is)."""
-    recorded = {f.rule.category for f in cands if not quoted(f)}
-    return [f for f in cands if not (f.rule.category in recorded and quoted(f))]
+    recorded = {f.rule.category for f in cands if not quotes(f.event)}
+    return [f for f in cands if not (f.rule.category in recorded and quotes(f.event))]
 
 
 def strongest(cands: list[Finding]) -> list[Finding]:

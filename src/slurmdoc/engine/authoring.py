@@ -12,16 +12,16 @@ import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Literal, Optional
+from typing import Callable, Iterable, Literal, Optional
 
 from slurmdoc.diagnosis.analyze import Analyzer
-from slurmdoc.engine.loader import Rule, Rulebook, bundled_rules_dir, check_keywords, load_file, load_rulebook, rule_files
+from slurmdoc.engine.loader import Rule, Rulebook, bundled_rules_dir, check_keywords, load_file, rule_files
 from slurmdoc.engine.matcher import Matcher
 from slurmdoc.engine.schema import ALWAYS_FILLED, BUILTIN_PLACEHOLDERS
 from slurmdoc.engine.template import Call
 from slurmdoc.engine.template import names as template_names
 from slurmdoc.engine.template import parse as parse_template
-from slurmdoc.engine.selftest import ExampleResult, check_rule, classify_text
+from slurmdoc.engine.selftest import ExampleResult, check_rule
 from slurmdoc.errors import InputError, RuleError
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.prefix import PrefixParser
@@ -566,10 +566,7 @@ def lint_rule(rule: Rule, book: Rulebook) -> list[Problem]:
             name = fld if fld == "known_ranks" else f"{fld}[{i}]"
             for risk in risky_constructs(src, s.ignore_case):
                 add("warning", name, f"{risk}; rewrite it, or make the inner part atomic (?>...) or possessive (x++)")
-    for fld, sources in (("patterns", s.patterns), ("exclude", s.exclude), ("known_ranks", [s.known_ranks] if s.known_ranks else [])):
-        for i, src in enumerate(sources):
             for said in _future_warnings(src):
-                name = fld if fld == "known_ranks" else f"{fld}[{i}]"
                 add("warning", name, f"Python warns: {said} (a future Python may read it otherwise); escape the '[' or the doubled operator")
     for i, pat in enumerate(rule.patterns):
         if pat.search("") is not None:

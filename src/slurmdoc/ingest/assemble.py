@@ -531,24 +531,20 @@ class Assembler:
             return LogLine(ll.source, ll.lineno, ll.raw, len(ll.raw) - len(text), text, "rank" if rank is not None else ll.origin, who, node or ll.node, None, ll.ts, stream)
 
         first = at(head, value)
-        if not TB_HEADER.match(value):
-            if rec is not None or (("Error" in value or "Exception" in value) and EXC_ALONE.match(value)):
-                # an exception line alone: read as one, so that it is classified like one
-                inner = Assembler(self.interesting)
-                inner.seq = seq
-                out.extend(inner.feed(first))
-                out.extend(inner.flush())
-                return
+        if TB_HEADER.match(value):
+            # the worker's own traceback, indented under the field: read it like any other
+            rest = [ll for ll in entry[field + 1 :] if ll.text.strip()]
+            cut = min((len(ll.text) - len(ll.text.lstrip()) for ll in rest), default=0)
+            lines = [first, *(at(ll, ll.text[cut:]) for ll in rest)]
+        elif rec is not None or (("Error" in value or "Exception" in value) and EXC_ALONE.match(value)):
+            lines = [first]  # an exception line alone: read as one, so that it is classified like one
+        else:
             out.append(Event("line", first, [value], [head.lineno], ts=head.ts, seq=seq, form="reported"))
             return
-        # the worker's own traceback, indented under the field: read it like any other
-        rest = [ll for ll in entry[field + 1 :] if ll.text.strip()]
-        cut = min((len(ll.text) - len(ll.text.lstrip()) for ll in rest), default=0)
         inner = Assembler(self.interesting)
         inner.seq = seq
-        out.extend(inner.feed(first))
-        for ll in rest:
-            out.extend(inner.feed(at(ll, ll.text[cut:])))
+        for ll in lines:
+            out.extend(inner.feed(ll))
         out.extend(inner.flush())
 
     def _idle_foreign(self, st: _Stream, line: LogLine, out: list[Event]) -> None:
