@@ -2,7 +2,7 @@
 
     python bench/real/score.py                    # the dev split, figures only
     python bench/real/score.py --misses           # and every miss, one line each
-    python bench/real/score.py --split holdout2   # the held-out split (the honest measure)
+    python bench/real/score.py --split holdout3   # a held-out split (the honest measure)
     python bench/real/score.py --split all --json # machine-readable figures
 
 The labels (bench/real/labels.yaml, and any labels-*.yaml in the logs folder) hold each log's
@@ -113,7 +113,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logs", type=Path, default=DEFAULT_LOGS, help="folder holding <split>/<id>.log (default %(default)s)")
     ap.add_argument("--labels", type=Path, action="append", help="label file(s); default: bench/real/labels.yaml and LOGS/labels-*.yaml")
-    ap.add_argument("--split", default="dev", help="a split named in the labels (dev, dev2, holdout2, ...) or all (default %(default)s)")
+    ap.add_argument("--split", default="dev", help="a split named in the labels (dev, dev2, dev3, holdout3, ...) or all (default %(default)s)")
     ap.add_argument("--misses", action="store_true", help="list every miss")
     ap.add_argument("--json", action="store_true", help="print figures as JSON")
     args = ap.parse_args()
