@@ -128,3 +128,40 @@ def test_a_launcher_traceback_yields_to_the_child_s_own_error(write):
     ]
     rc = diagnose([write("j.log", "\n".join(text))]).root_cause
     assert rc.rank == 1 and "KeyError" in rc.message and rc.evidence == "traceback"
+
+
+def test_a_spawning_parent_s_report_of_a_child_s_error_yields_to_the_child_s_own_traceback(write):
+    # torch.multiprocessing.spawn: the parent's join() raises a wrapper exception whose message
+    # is the child's traceback; the wrapper is printed first, yet it only reports the child
+    for wrapper in ("Exception: ", "torch.multiprocessing.spawn.ProcessRaisedException: "):
+        text = [
+            "Traceback (most recent call last):",
+            '  File "/srv/run.py", line 40, in <module>',
+            "    mp.spawn(worker, nprocs=4)",
+            '  File "/opt/py/lib/python3.9/site-packages/torch/multiprocessing/spawn.py", line 150, in join',
+            "    raise ProcessRaisedException(msg, error_index, failed_process.pid)",
+            wrapper,
+            "",
+            "-- Process 2 terminated with the following error:",
+            "Traceback (most recent call last):",
+            '  File "/opt/py/lib/python3.9/site-packages/torch/multiprocessing/spawn.py", line 59, in _wrap',
+            "    fn(i, *args)",
+            '  File "/srv/run.py", line 22, in worker',
+            "    table = lookup[key]",
+            "KeyError: 'vocab_size'",
+        ]
+        rc = diagnose([write("j.log", "\n".join(text))]).root_cause
+        assert rc.message == "KeyError: 'vocab_size'" and rc.evidence == "traceback", wrapper
+
+
+def test_a_spawning_parent_s_report_alone_still_leads(write):
+    text = [
+        "Traceback (most recent call last):",
+        '  File "/srv/run.py", line 40, in <module>',
+        "    mp.spawn(worker, nprocs=4)",
+        '  File "/opt/py/lib/python3.9/site-packages/torch/multiprocessing/spawn.py", line 140, in join',
+        "    raise ProcessExitedException(",
+        "torch.multiprocessing.spawn.ProcessExitedException: process 3 terminated with exit code 1",
+    ]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and d.root_cause.evidence == "launcher"

@@ -37,9 +37,11 @@ LADDER = (RECORDER, *EVIDENCE_LEVELS)
 SIGNAL_CATEGORIES = ("killed", "segfault", "sigterm_cascade")
 NAMES_A_RANK = ("rank", "local_rank", "tasks")
 # modules of launchers: a traceback raised inside one is the launcher reporting that its
-# child failed (accelerate's CalledProcessError, torchrun's ChildFailedError), not the
-# child's own error
+# child failed (accelerate's CalledProcessError, torchrun's ChildFailedError,
+# torch.multiprocessing.spawn's join() re-raising a child's traceback as its message), not
+# the child's own error
 LAUNCHER_MODULES = (
+    "torch/multiprocessing/spawn.py",
     "torch/distributed/run.py",
     "torch/distributed/launch.py",
     "torch/distributed/elastic/",
