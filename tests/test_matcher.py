@@ -288,3 +288,50 @@ def test_no_bundled_pattern_matches_a_text_without_its_required_literal(book):
             for text in texts:
                 if pat.search(text):
                     assert lit in text, (r.id, pat.pattern, text)
+
+
+RAISED = """\
+title: T
+category: rendezvous_error
+role: cause
+scope: {scope}
+keywords: ["Error"]
+raised_in: ['in open_store', 'kv_store\\.py']
+patterns: ['^\\w+Error: (?P<why>Broken link|Access refused)$']
+remediation: {{summary: s}}
+examples: {{match: [x], no_match: [y]}}
+"""
+
+
+def tb_event(lines):
+    ll = PrefixParser(2025).parse(SourceInfo(index=0, path="x"), 1, lines[0])
+    exc = [i for i, t in enumerate(lines) if t and not t[0].isspace() and "Error:" in t]
+    return Event("traceback", ll, list(lines), list(range(1, len(lines) + 1)), exception_idx=exc, form="whole")
+
+
+def test_raised_in_classifies_an_exception_by_the_frame_that_raised_it(tmp_path):
+    # the words alone are any program's; where they were raised tells what failed
+    m = Matcher(book_of(tmp_path, ("where", RAISED.format(scope="traceback"))))
+    head = ["Traceback (most recent call last):", '  File "/app/main.py", line 3, in <module>', "    run()"]
+    inside = head + ['  File "/lib/kv_store.py", line 80, in connect', "    sock.dial(host)", "OSError: Broken link"]
+    by_function = head + ['  File "/lib/net.py", line 12, in open_store', "    return Store(addr)", "RuntimeError: Access refused"]
+    elsewhere = head + ['  File "/app/fetch.py", line 9, in download', "    urlopen(url)", "OSError: Broken link"]
+    got = m.classify(tb_event(inside))
+    assert got is not None and got.rule.id == "where" and got.captures == {"why": "Broken link"} and got.line_index == 5
+    assert m.classify(tb_event(by_function)).captures == {"why": "Access refused"}
+    assert m.classify(tb_event(elsewhere)) is None
+    # only the innermost frame of that exception's own traceback counts, not an outer frame
+    # and not a frame of another exception of the chain
+    outer = ['Traceback (most recent call last):', '  File "/lib/kv_store.py", line 5, in run', "    fetch()",
+             '  File "/app/fetch.py", line 9, in download', "    urlopen(url)", "OSError: Broken link"]
+    assert m.classify(tb_event(outer)) is None
+    chained = inside[:-1] + ["ValueError: bad key", "", "During handling of the above exception, another exception occurred:", "",
+                             "Traceback (most recent call last):", '  File "/app/main.py", line 4, in <module>', "    retry()", "OSError: Broken link"]
+    assert m.classify(tb_event(chained)) is None
+    # no frame at all (an exception line alone): nothing says where it was raised
+    assert m.classify(tb_event(["OSError: Broken link"])) is None
+
+
+def test_raised_in_needs_a_traceback_scope(tmp_path):
+    with pytest.raises(Exception, match="raised_in"):
+        book_of(tmp_path, ("where", RAISED.format(scope="any")))

@@ -189,6 +189,8 @@ def show_rule(book: Rulebook, rule_id: str) -> str:
         out.append(f"    [{i}] {src}{groups}")
     for i, src in enumerate(s.exclude):
         out.append(f"  exclude[{i}] {src}")
+    for i, src in enumerate(s.raised_in):
+        out.append(f"  raised_in[{i}] {src}")
     if s.known_ranks:
         out.append(f"  known_ranks  {s.known_ranks}")
     out.append("")
@@ -561,7 +563,7 @@ def lint_rule(rule: Rule, book: Rulebook) -> list[Problem]:
         out.append(Problem(level, where, rule.id, fld, msg))
 
     # risky regular expressions (every search is still time-bounded at match time)
-    for fld, sources in (("patterns", s.patterns), ("exclude", s.exclude), ("known_ranks", [s.known_ranks] if s.known_ranks else [])):
+    for fld, sources in (("patterns", s.patterns), ("exclude", s.exclude), ("raised_in", s.raised_in), ("known_ranks", [s.known_ranks] if s.known_ranks else [])):
         for i, src in enumerate(sources):
             name = fld if fld == "known_ranks" else f"{fld}[{i}]"
             for risk in risky_constructs(src, s.ignore_case):

@@ -59,6 +59,7 @@ class Rule:
     pack: str
     patterns: list = field(default_factory=list)
     excludes: list = field(default_factory=list)
+    raised_in: list = field(default_factory=list)  # `raised_in` regexes (frames that must have raised)
     keywords: tuple[str, ...] = ()
     groups: frozenset[str] = frozenset()
     known_ranks: Optional[object] = None  # `known_ranks` regex (compiled on first use for a pack checked before)
@@ -340,9 +341,11 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
     flags = regex.MULTILINE | regex.VERSION0
     if spec.ignore_case:
         flags |= regex.IGNORECASE
-    patterns, excludes = [], []
+    if spec.raised_in and spec.scope != "traceback":
+        raise RuleError(fname, stem, "raised_in", "names the frame an exception was raised in, so the rule needs `scope: traceback`")
+    patterns, excludes, raised_in = [], [], []
     groups: set[str] = set()
-    for fld, src_list, out in (("patterns", spec.patterns, patterns), ("exclude", spec.exclude, excludes)):
+    for fld, src_list, out in (("patterns", spec.patterns, patterns), ("exclude", spec.exclude, excludes), ("raised_in", spec.raised_in, raised_in)):
         for i, p in enumerate(src_list):
             try:
                 c = _compile(p, flags, check=not released)
@@ -404,7 +407,7 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
         passed.add(digest)
     if digest is not None and fresh is not None:
         fresh[digest] = data
-    return Rule(stem, spec, fname, pack, patterns, excludes, keywords, frozenset(groups), known)
+    return Rule(stem, spec, fname, pack, patterns, excludes, raised_in, keywords, frozenset(groups), known)
 
 
 def _check_sizes(spec: RuleSpec, fname: str, stem: str, measure: bool = True) -> None:
@@ -414,9 +417,11 @@ def _check_sizes(spec: RuleSpec, fname: str, stem: str, measure: bool = True) ->
     for i, k in enumerate(spec.keywords):
         if len(k) > MAX_KEYWORD_CHARS:
             raise RuleError(fname, stem, f"keywords[{i}]", f"{len(k)} characters, longer than the {MAX_KEYWORD_CHARS} a keyword may have")
-    if len(spec.patterns) + len(spec.exclude) > MAX_PATTERNS:
-        raise RuleError(fname, stem, "patterns", f"{len(spec.patterns) + len(spec.exclude)} patterns and excludes, more than the {MAX_PATTERNS} a rule may have")
+    n = len(spec.patterns) + len(spec.exclude) + len(spec.raised_in)
+    if n > MAX_PATTERNS:
+        raise RuleError(fname, stem, "patterns", f"{n} patterns, excludes and raised_in, more than the {MAX_PATTERNS} a rule may have")
     regexes = [(f"patterns[{i}]", p) for i, p in enumerate(spec.patterns)] + [(f"exclude[{i}]", p) for i, p in enumerate(spec.exclude)]
+    regexes += [(f"raised_in[{i}]", p) for i, p in enumerate(spec.raised_in)]
     if spec.known_ranks is not None:
         regexes.append(("known_ranks", spec.known_ranks))
     for fld, p in regexes:

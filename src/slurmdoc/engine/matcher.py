@@ -11,6 +11,7 @@ from typing import Optional
 import regex
 
 from slurmdoc.diagnosis.ranks import to_int
+from slurmdoc.frames import frames
 from slurmdoc.engine.loader import MATCH_TIMEOUT, NOT_RE_SYNTAX, Rule, Rulebook, _sre, _sre_parse
 from slurmdoc.models import Event
 
@@ -224,7 +225,7 @@ class Matcher:
                 else:
                     continue
             origin = event.origin() if event.kind == "traceback" else -1
-            m = self.match_rule(rule, text, event.lines[origin] if origin >= 0 else None)
+            m = self.match_rule(rule, text, event.lines[origin] if origin >= 0 else None, event)
             if m is not None:
                 start, caps, pattern = m
                 line_index = origin if start < 0 else text.count("\n", 0, start)
@@ -262,13 +263,15 @@ class Matcher:
             self._charge(rule, perf_counter() - t0)
         return tuple(sorted(found)), tuple(entries)
 
-    def match_rule(self, rule: Rule, text: str, origin: Optional[str] = None) -> Optional[tuple[int, dict[str, str], int]]:
+    def match_rule(self, rule: Rule, text: str, origin: Optional[str] = None, event: Optional[Event] = None) -> Optional[tuple[int, dict[str, str], int]]:
         """(offset of the match, captures, which of the rule's patterns matched) if the rule
         matches the text, else None.
 
         Patterns are tried in order. For a traceback, each pattern is tried on its
         originating exception line first (offset -1), so a chain is classified by the
-        exception it started with rather than by the wrapper raised last.
+        exception it started with rather than by the wrapper raised last. A rule with
+        `raised_in` is tried on the exception lines of the traceback `event` alone (see
+        _match_raised).
         """
         t0 = perf_counter()
         try:
@@ -278,6 +281,8 @@ class Matcher:
                     continue
                 if ex.search(text, timeout=MATCH_TIMEOUT, concurrent=False):
                     return None
+            if rule.raised_in:
+                return self._match_raised(rule, event) if event is not None and event.kind == "traceback" else None
             for i, pat in enumerate(rule.patterns):
                 lit = self._literal(pat)
                 if origin is not None and (not lit or lit in origin):
@@ -295,6 +300,40 @@ class Matcher:
         finally:
             self._charge(rule, perf_counter() - t0)
         return None
+
+    def _match_raised(self, rule: Rule, ev: Event) -> Optional[tuple[int, dict[str, str], int]]:
+        """A `raised_in` rule: its patterns tried on each exception line of the traceback, the
+        originating one first, each match kept only when the innermost frame of that
+        exception's own traceback (after the exception line before it) matches one of the
+        rule's `raised_in` regexes. The offset returned is that of the exception line."""
+        origin = ev.origin()
+        order = [origin] + [i for i in ev.exception_idx if i != origin]
+        for idx in order:
+            if not 0 <= idx < len(ev.lines):
+                continue
+            line = ev.lines[idx]
+            for i, pat in enumerate(rule.patterns):
+                lit = self._literal(pat)
+                if lit and lit not in line:
+                    continue
+                m = pat.search(line, timeout=MATCH_TIMEOUT, concurrent=False)
+                if m is None:
+                    continue
+                if self._raised_where(rule, ev, idx):
+                    return sum(len(t) + 1 for t in ev.lines[:idx]), {k: v for k, v in m.groupdict().items() if v is not None}, i
+                break  # the same line, the same frames: no other pattern changes the answer
+        return None
+
+    def _raised_where(self, rule: Rule, ev: Event, idx: int) -> bool:
+        """The innermost frame of the exception at line `idx` (frames after the exception line
+        before it) matches one of the rule's `raised_in` regexes."""
+        start = max([i + 1 for i in ev.exception_idx if i < idx], default=0)
+        own = frames(ev.lines[start:idx])
+        if not own:
+            return False
+        f = own[-1]
+        where = "\n".join(ev.lines[start + f.index:start + f.end])
+        return any(rx.search(where, timeout=MATCH_TIMEOUT, concurrent=False) for rx in rule.raised_in)
 
     def _literal(self, rx) -> str:
         """The pattern's required_literal, read the first time it is tried."""

@@ -136,6 +136,10 @@ class RuleSpec(_Strict):
     ignore_case: bool = False
     patterns: list[str] = Field(min_length=1)
     exclude: list[str] = []
+    # regexes: the rule matches an exception only when the innermost frame of that
+    # exception's own traceback (its `File` line and the source under it) matches one; for
+    # words any program may raise (`Permission denied`) whose origin says what failed
+    raised_in: list[str] = []
     root_if_alone: bool = False
     refine_with: list[str] = []
     launcher_verdict: bool = False
@@ -154,7 +158,7 @@ class RuleSpec(_Strict):
     clean_end: bool = False  # the line shows its printer (or the job) ended cleanly
     persists: bool = False  # a state, not an event: judged at its printer's last repetition
 
-    @field_validator("exclude", "refine_with", "keywords", "patterns", "label", mode="before")
+    @field_validator("exclude", "raised_in", "refine_with", "keywords", "patterns", "label", mode="before")
     @classmethod
     def _null_is_empty(cls, v):
         return [] if v is None else [v] if isinstance(v, str) else v  # `exclude:` with nothing after it; one text
