@@ -50,6 +50,16 @@ def test_fence_glued_to_a_log_line_is_taken_off_the_line_only():
     assert fix(["```" + TB[0], *TB[1:-1], TB[-1] + "```"]) == TB
 
 
+def test_an_inline_code_mark_a_paste_left_open_is_taken_off():
+    # a log pasted as Markdown inline code: its backticks open on the first line and close on
+    # the last, so each of those lines carries one unmatched mark; a lone mark goes
+    pasted = ["`node-4: line 7:  5120 Killed                  python fit.py --cfg a.yaml", "2031-01-01 epoch 3 done", "exit status 137`", "`"]
+    assert fix(pasted) == ["node-4: line 7:  5120 Killed                  python fit.py --cfg a.yaml", "2031-01-01 epoch 3 done", "exit status 137"]
+    # a program's own balanced marks, and a doubled one, are its words
+    own = ["hint: pass `weights_only=True` to torch.load", "see ``docs`` first", "quote `a` and `b`"]
+    assert fix(own) == own
+
+
 def test_line_number_column_taken_off_when_consistent():
     for form in ("[{}] ", "{:>6} | "):
         pasted = [form.format(300 + i) + ln for i, ln in enumerate(TB)]

@@ -6,7 +6,8 @@ job wrote. The damage comes in a few general forms, each undone here line by lin
 - Markdown decoration: quote marks (`> `, nested `> > `, a bare `>`) before the lines of a
   log quoted in a reply, code fences (```` ``` ````, ```` ```text ````, a fence glued to the
   first or last log line), `**` bold markers around a line, a heading made of a bold line
-  (`### **RuntimeError: ...**`);
+  (`### **RuntimeError: ...**`), the single backtick of inline code opened on one line and
+  closed on another (an unmatched mark at a line's start or end);
 - a line-number column added by a log viewer, `[12345] ` or `  123 | `: taken off only when
   several lines in a row carry it and the numbers advance with the lines (a constant offset
   from the physical line number), so a program's own `[3] ...` output is left alone;
@@ -163,6 +164,15 @@ class Repair:
                 raw = FENCE_HEAD.sub("", raw, 1)
             if raw.endswith("```"):
                 raw = raw[:-3]
+            if raw.count("`") % 2:
+                # a log pasted as inline code: the mark that opens or closes it, unmatched on
+                # this line, is the paste's; a lone mark is decoration only
+                if not raw.strip(" `"):
+                    return
+                if raw.endswith("`") and not raw.endswith("``"):
+                    raw = raw[:-1]
+                elif raw.startswith("`") and not raw.startswith("``"):
+                    raw = raw[1:]
         if raw[:1] == "#" and (m := HEADING_BOLD.match(raw)) is not None:
             # a Markdown heading made of a log line (`### **Error: ...**`)
             raw = raw[m.end():]
