@@ -17,6 +17,9 @@ from slurmdoc.ingest.stamps import ISO_TS, LOGGING_HEAD, _logging_head, parse_ts
     [
         ("E0321 02:07:08.408271 1 x", datetime(2025, 3, 21, 2, 7, 8, 408271)),
         ("[E0321 02:07:08.408271257 ProcessGroupNCCL.cpp:607]", datetime(2025, 3, 21, 2, 7, 8, 408271)),
+        # PyTorch's own C++ logger (c10, built without glog) writes the month unpadded
+        ("[W902 17:45:03.120044981 socket.cpp:752]", datetime(2025, 9, 2, 17, 45, 3, 120044)),
+        ("[E1107 01:02:03.000000001 TCPStore.cpp:99]", datetime(2025, 11, 7, 1, 2, 3)),
         ("2025-03-01T13:10:00 x", datetime(2025, 3, 1, 13, 10)),
         ("2025-03-01 12:00:00,123 INFO", datetime(2025, 3, 1, 12, 0, 0, 123000)),
         ("[2024-02-27T21:35:32.106313Z] x", datetime(2024, 2, 27, 21, 35, 32, 106313)),

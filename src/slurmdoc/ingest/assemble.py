@@ -51,7 +51,7 @@ CHAIN_MARKER = re.compile(
 # program's next output)
 EXC_LINE = re.compile(r"(?:(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*|[A-Z_]\w*)(?:\[[^\]]*\]|\((?:[A-Za-z_]\w*\.)*[A-Z]\w*\))?(?::(?: .*)?)?$")
 RECORD_START = re.compile(
-    r"\[?[IWEF]\d{4} \d\d:\d\d|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d|Traceback \(most|terminate called|frame #\d+:"
+    r"\[?[IWEF]\d{3,4} \d\d:\d\d|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d|Traceback \(most|terminate called|frame #\d+:"
 )
 
 # a log record's level at the start of a line: `INFO:root:`, `WARNING:torch...`, `[INFO]`, `[W ...]`

@@ -64,7 +64,7 @@ TB_MARKS = re.compile(r"\s*(?:Traceback \(most recent call last\)|During handlin
 RECORD_START = re.compile(
     r"\s*(?:File \"|Traceback \(most|During handling|The above exception)"
     r"|\[(?:rank|default)\d|\[(?:rank: |RANK )\d"
-    r"|\[?[IWEF]\d{4} \d\d:\d\d"  # glog
+    r"|\[?[IWEF]\d{3,4} \d\d:\d\d"  # glog
     r"|\[?\d{4}-\d\d-\d\d[T _]\d\d:\d\d"  # ISO, logging
     r"|(?:srun|slurmstepd|sbatch|salloc)\b"
     r"|\(\w[\w.:\-]* pid=\d+"  # Ray

@@ -89,7 +89,7 @@ def _may_have_origin(text: str) -> bool:
     return text[:1] in _SCHEDULER_FIRST or _names_launcher(text)
 
 
-LOG_RECORD = re.compile(r"\[?[IWEF]\d{4} |\[|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):")
+LOG_RECORD = re.compile(r"\[?[IWEF]\d{3,4} |\[|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):")
 
 
 def classify_origin(text: str, logged: bool = False) -> Optional[str]:
