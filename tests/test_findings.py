@@ -90,3 +90,21 @@ def test_a_sentence_quoting_an_error_does_not_merge_with_the_records_that_follow
     path = write("q.log", "\n".join([quote, "", "$ python train.py", record, "    warnings.warn(msg)"]))
     d = diagnose([path])
     assert d.root_cause.category == "io_error" and d.root_cause.source == f"{path}:4"
+
+
+def _timeout(rank: int, stamp: str, seq: int) -> str:
+    return (f"[rank{rank}]:[E{stamp} ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective operation timeout: "
+            f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.")
+
+
+def test_times_order_lines_of_one_file_unless_they_are_the_same_instant(write):
+    # c10's logger stamps lines with an unpadded month (`E707`): a rank's timeout printed late,
+    # under another rank's later one, is still the earlier by its time
+    late = [_timeout(6, "707 03:10:00.500000000", 90), _timeout(1, "707 03:02:00.100000000", 90)]
+    d = diagnose([write("late.log", "\n".join(late))])
+    assert d.root_cause.source.endswith("late.log:2"), d.root_cause.source
+    # ranks timing out at one instant (stamps a few microseconds apart, in either order) are
+    # cited in the order the file holds them: such differences say nothing of which came first
+    same = [_timeout(4, "707 03:10:00.500009000", 91), _timeout(5, "707 03:10:00.500001000", 91)]
+    d = diagnose([write("same.log", "\n".join(same))])
+    assert d.root_cause.source.endswith("same.log:1"), d.root_cause.source

@@ -98,10 +98,18 @@ class Group:
     times: dict = field(default_factory=dict)  # rank key -> time of its first occurrence
 
 
+# times of two lines of one file closer than this are one instant: processes stamping the same
+# event (every rank's watchdog firing together) differ by microseconds that say nothing of
+# which came first, and the order the file holds them in stands
+SAME_INSTANT = timedelta(milliseconds=1)
+
+
 def before(a: Finding, b: Finding) -> bool:
-    """Did `a` happen before `b`? By time when both carry one, else by position."""
+    """Did `a` happen before `b`? By time when both carry one (unless they are lines of one
+    file at the same instant), else by position."""
     if a.ts is not None and b.ts is not None and a.ts != b.ts:
-        return a.ts < b.ts
+        if not (a.event.first.source == b.event.first.source and abs(a.ts - b.ts) < SAME_INSTANT):
+            return a.ts < b.ts
     return a.seq < b.seq
 
 
