@@ -118,6 +118,19 @@ def test_an_error_recurring_between_steps_is_outlived_from_its_first_line(write)
     assert d.status == "no_failure" and d.handled
 
 
+def test_a_process_end_reported_again_after_progress_is_not_outlived(write):
+    # a report that a process was killed, steps, then the same report again (an issue thread
+    # re-quoting the end of the run with the lines before it, or the end seen once more): the
+    # process ended after those steps, so they do not outlive it
+    kill = "/jobs/fit.sh: line 12:  5120 Killed                  python fit.py"
+    text = [kill, "step 900 | loss 1.2", "step 910 | loss 1.1", kill]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and d.root_cause.category == "killed"
+    # reported once, with steps after it: the printer went on, as before
+    d = diagnose([write("k.log", "\n".join(text[:3]))])
+    assert d.status == "no_failure" and d.handled
+
+
 def test_unprefixed_progress_does_not_outlive_an_error_when_a_process_is_reported_failed(write):
     # no prefixes: the lines are read as one printer, unless Slurm (or a launcher) reports a
     # failed process after the error; then the steps after it may be another process's

@@ -8,8 +8,11 @@ the whole job (no rank of its own) covers every printer's earlier findings.
 
 A state rather than an event (a `persists` rule: a loss printed as NaN) that the printer
 repeats is outlived only by progress after its last repetition: a run that recovered shows
-finite steps after it, a diverged one never does. Any other report is outlived by progress
-after its first line (a side service's error recurring between steps does not stop them).
+finite steps after it, a diverged one never does. So is a report that a process ended by a
+signal (killed, crashed) printed again after progress: a process cannot go on after its end,
+so the steps before the repeated report (a thread re-quoting the end with the lines before
+it) do not outlive it. Any other report is outlived by progress after its first line (a side
+service's error recurring between steps does not stop them).
 
 A log with no prefixes is read as one printer, unless a launcher or Slurm reports a failed
 process after the error: then its lines are several processes', and progress after the
@@ -27,6 +30,7 @@ from __future__ import annotations
 from typing import Optional
 
 from slurmdoc.diagnosis.findings import Collector, Finding, named, nonzero
+from slurmdoc.diagnosis.ladder import SIGNAL_CATEGORIES
 from slurmdoc.models import RankActivity
 
 
@@ -92,8 +96,10 @@ class Liveness:
             # a tag (Ray's `(Worker pid=N)`): not one printer whose progress can be read
             return None
         last = f.event.linenos[-1] if f.event.linenos else first.lineno
-        if f.repeated_at is not None and f.rule.spec.persists:
-            last = max(last, f.repeated_at)  # a state repeated up to here is outlived only after it
+        if f.repeated_at is not None and (f.rule.spec.persists or f.rule.category in SIGNAL_CATEGORIES):
+            # a state repeated up to here, or a process's end reported again here, is outlived
+            # only after it
+            last = max(last, f.repeated_at)
         mark = self.progress.get(key)
         if mark is not None and mark[0] == first.source and mark[1] > last and not (not named(first.who) and self._exit_after(f)):
             return f"{self.c.sources[mark[0]].path}:{mark[1]}"
