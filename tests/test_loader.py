@@ -588,3 +588,16 @@ def test_yaml_parsed_once_is_kept_beside_the_bytecode_and_refused_when_it_does_n
     cache.unlink()
     lm.parsed_yaml("a: 1\n", cache, parse)
     assert not cache.exists()
+
+
+def test_raised_in_is_for_traceback_rules_and_its_regexes_are_checked(tmp_path):
+    # where an exception was raised exists only in a traceback: a line rule naming frames is
+    # a load error naming the field, as is a frame regex that does not compile
+    body = GOOD.replace(', "Check {missing_group_free_line}"', "")
+    body = body.replace('keywords: ["No space left"]', 'keywords: ["No space left"]\nraised_in: [\'{rx}\']\nscope: {scope}')
+    with pytest.raises(RuleError, match="raised_in.*scope: traceback"):
+        load_pack(pack(tmp_path, "a.yaml", body.replace("{rx}", "storage\\.py").replace("{scope}", "any")), "t")
+    with pytest.raises(RuleError, match=r"raised_in\[0\].*invalid regex"):
+        load_pack(pack(tmp_path, "a.yaml", body.replace("{rx}", "storage(").replace("{scope}", "traceback")), "t")
+    rules = load_pack(pack(tmp_path, "a.yaml", body.replace("{rx}", "storage\\.py").replace("{scope}", "traceback")), "t")
+    assert [rx.pattern for rx in rules[0].raised_in] == ["storage\\.py"]

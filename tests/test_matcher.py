@@ -330,8 +330,3 @@ def test_raised_in_classifies_an_exception_by_the_frame_that_raised_it(tmp_path)
     assert m.classify(tb_event(chained)) is None
     # no frame at all (an exception line alone): nothing says where it was raised
     assert m.classify(tb_event(["OSError: Broken link"])) is None
-
-
-def test_raised_in_needs_a_traceback_scope(tmp_path):
-    with pytest.raises(Exception, match="raised_in"):
-        book_of(tmp_path, ("where", RAISED.format(scope="any")))
