@@ -107,6 +107,18 @@ def test_a_repeated_report_followed_by_progress_is_outlived(write):
     assert d.status == "no_failure" and d.handled and d.handled[0].resumed_at.endswith(":29")  # the last line
 
 
+def test_a_state_held_until_a_clean_end_is_not_outlived_by_the_end(write):
+    # the loss went nan and stayed nan until the trainer said it finished: the run ended in
+    # that state, so its clean end says nothing of a recovery
+    text = _steps(1, 5, "0.8") + _steps(5, 9, "nan") + ["Training completed. Saving the final model to ./out"]
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and d.root_cause.category == "numerical"
+    # finite steps after it, then the clean end: it recovered, as before
+    text = _steps(1, 5, "0.8") + _steps(5, 8, "nan") + _steps(8, 12, "0.7") + ["Training completed. Saving the final model to ./out"]
+    d = diagnose([write("k.log", "\n".join(text))])
+    assert d.status == "no_failure" and d.handled
+
+
 def test_an_error_recurring_between_steps_is_outlived_from_its_first_line(write):
     # a side service's error printed again and again while the steps advance (a metrics
     # uploader failing): an event, not a state; the run outlived it even though the log

@@ -8,7 +8,8 @@ the whole job (no rank of its own) covers every printer's earlier findings.
 
 A state rather than an event (a `persists` rule: a loss printed as NaN) that the printer
 repeats is outlived only by progress after its last repetition: a run that recovered shows
-finite steps after it, a diverged one never does. So is a report that a process ended by a
+finite steps after it, a diverged one never does; a clean end does not outlive a state (a run
+that says it finished with its loss nan finished diverged). So is a report that a process ended by a
 signal (killed, crashed) printed again after progress: a process cannot go on after its end,
 so the steps before the repeated report (a thread re-quoting the end with the lines before
 it) do not outlive it. Any other report is outlived by progress after its first line (a side
@@ -85,7 +86,10 @@ class Liveness:
         first = f.event.first
         if first.origin in ("launcher", "scheduler") or f.rule.spec.exit_evidence or f.rule.spec.launcher_verdict:
             return None
-        for end in self.job_ends:
+        # a state (a loss printed as nan) is outlived by steps after its last repetition, never
+        # by a clean end: a run that ends in that state ended diverged, however it says it ended
+        ends = () if f.rule.spec.persists else self.job_ends
+        for end in ends:
             if after(f, end):
                 if end.event.first.origin == "unknown" and not named(first.who) and self._exit_after(f):
                     continue  # an unprefixed end line may be another process's (see above)
@@ -103,7 +107,7 @@ class Liveness:
         mark = self.progress.get(key)
         if mark is not None and mark[0] == first.source and mark[1] > last and not (not named(first.who) and self._exit_after(f)):
             return f"{self.c.sources[mark[0]].path}:{mark[1]}"
-        for end in self.rank_ends.get(key, ()):
+        for end in () if f.rule.spec.persists else self.rank_ends.get(key, ()):
             if after(f, end):
                 return self.c.src(end)
         return None
