@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurmdoc.ingest import hsdb
 from slurmdoc.ingest import prefilter as prefilter_mod
 from slurmdoc.ingest.prefilter import Prefilter
 
@@ -187,3 +188,38 @@ def test_a_literal_that_ends_a_short_block_is_found_quietly():
         buf = bytearray(b"q" * n + b"xy")
         assert pf.find(buf, len(buf), quiet=True) == [n + 1], n
         assert pf.find(bytearray(b"*a" + b"q" * n), n + 2, quiet=True)
+
+
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
+def test_a_guarded_keyword_split_by_a_colour_code_is_found_quietly_and_whole_left_to_its_guard(tmp_path, monkeypatch):
+    """Quietly, a guarded keyword is found where its guard (a rule's line superset) matches;
+    split by an escape sequence between its words, neither the keyword nor the superset is in
+    the raw line, so in a block holding an escape byte it is looked for split too, while a
+    whole one stays its guard's to judge (or the search would be quiet no more). When no
+    database for split keywords can be had, such a block is searched as always."""
+    monkeypatch.setattr(hsdb, "HS_CACHE", tmp_path / "__pycache__" / "prefilter.hsdb")
+    monkeypatch.setattr(hsdb.sys, "dont_write_bytecode", False)
+
+    def quiet_one() -> Prefilter:
+        pf = Prefilter(["timed out", "Traceback"], [], engine="hyperscan",
+                       guards=lambda: {("timed out", False): (r"store timed out",)}, guards_key=lambda: b"t",
+                       marks=("\x1b[",))  # (as the reader's: a coloured line, read whole when not quiet)
+        assert pf.can_quiet
+        return pf
+
+    def lines(pf: Prefilter, block: bytes) -> set[int]:
+        buf = bytearray(block)
+        return {buf.count(b"\n", 0, h) for h in pf.find(buf, len(buf), quiet=True)}
+
+    pf = quiet_one()
+    plain = b"fetch timed out, retry\nstore timed out\nTraceback (most recent call last):\n"
+    assert lines(pf, plain) == {1, 2} and pf._split is None  # no escape byte: no second database
+    coloured = b"\x1b[1mstep 3\x1b[0m\nfetch timed out, retry\nfetch timed\x1b[0m out\nfetch \x1b[31mtimed\x1b[0m \x1b[1mout\n" + plain
+    assert lines(pf, coloured) == {2, 3, 5, 6}
+    assert hsdb._hs_path(True, split=True).exists()  # kept like bytecode
+    again = quiet_one()
+    monkeypatch.setattr(prefilter_mod, "_hs_compile", None)  # (compiling now would fail)
+    assert lines(again, coloured) == {2, 3, 5, 6}
+    refused = quiet_one()
+    refused._split = (None, [])
+    assert lines(refused, coloured) == set(range(7))  # every literal's line, every coloured line

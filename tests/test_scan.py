@@ -380,11 +380,11 @@ def _quiet_finds_what_exact_finds(noise: str, events: dict, tmp_path) -> None:
 
 @pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
 def test_no_quiet_search_for_unguarded_keywords_or_an_input_read_whole(tmp_path):
-    """A keyword of a rule whose match may reach past one line (`timed out`) is never guarded:
-    a block dense with it is searched as always; nor is an input its head and tail cover
-    searched quietly."""
+    """A keyword of a rule with a pattern no line superset can be written for (`multiple of`:
+    a pattern that only `regex` reads) is never guarded: a block dense with it is searched as
+    always; nor is an input its head and tail cover searched quietly."""
     log = tmp_path / "job.log"
-    log.write_text("".join(f"[rank{i % 4}]: step {i} object store timed out, retrying\n" for i in range(4000)))
+    log.write_text("".join(f"[rank{i % 4}]: step {i} batch 64 is a multiple of 8, packing on\n" for i in range(4000)))
     assert not any("only the lines" in w for w in _json([str(log)], budget=NOTHING)["warnings"])
     log.write_text("".join(_NOISY.format(r=i % 4, i=i, l=3) + "\n" for i in range(4000)))
     assert any("only the lines" in w for w in _json([str(log)], budget=NOTHING)["warnings"])
@@ -417,6 +417,27 @@ def test_a_metric_named_error_on_every_line_is_searched_quietly_and_changes_no_f
     _quiet_finds_what_exact_finds(_METRIC, events, tmp_path)
 
 
+# A retry line on every line holding `timed out`, a keyword of `any` rules whose patterns may
+# match across lines (in a traceback event): guarded by their line supersets and the starts
+_RETRY = "[rank{r}]: step {i} | loss {l}.{r} | object store fetch timed out, retrying (attempt {l})"
+
+
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
+@pytest.mark.parametrize(
+    "events",
+    [
+        # a store timeout, one line
+        {1200: "[rank1]: torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 2/4 clients joined."},
+        # a watchdog's timeout, and a traceback whose message says timed out on its last line
+        {900: "[rank2]: [E ProcessGroupNCCL.cpp:455] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600123 milliseconds before timing out.",
+         2500: "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/srv/train.py\", line 9, in <module>\n"
+               "[rank0]:     dist.barrier()\n[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer; the operation timed out"},
+    ],
+)
+def test_a_retry_saying_timed_out_on_every_line_is_searched_quietly_and_changes_no_finding(events, tmp_path):
+    _quiet_finds_what_exact_finds(_RETRY, events, tmp_path)
+
+
 _COLOURED = "\x1b[32m2030-01-01 00:00:{s:02d}\x1b[0m | \x1b[1mINFO\x1b[0m | [rank{r}] step {i} loss {l}.{r} lr 1e-4"
 
 
@@ -428,6 +449,10 @@ _COLOURED = "\x1b[32m2030-01-01 00:00:{s:02d}\x1b[0m | \x1b[1mINFO\x1b[0m | [ran
         {900: "\x1b[1m[rank2]\x1b[0m \x1b[31mtorch.OutOfMemoryError\x1b[0m: \x1b[1mCUDA\x1b[0m out of memory. Tried to allocate 2.00 GiB"},
         {1500: "\x1b[33m[rank1]\x1b[0m Watchdog caught collective operation \x1b[1mtimeout\x1b[0m: WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
          2999: "\x1b[31m[rank3] RuntimeError\x1b[0m: CUDA error: an illegal memory access was encountered"},
+        # frames with no header, a colour code between the words of `File "` (a traceback
+        # rule's keyword, guarded by the lines a traceback begins at)
+        {1700: "\x1b[2m[rank2]\x1b[0m   File\x1b[0m \"/srv/data.py\", line 40, in __next__\n\x1b[2m[rank2]\x1b[0m     batch = next(it)\n"
+               "\x1b[2m[rank2]\x1b[0m \x1b[31mValueError\x1b[0m: shard 17 is empty"},
         # a guarded keyword (the clean end's) on a coloured line, after an error it outlives
         {1000: "[rank2] 2030-01-01 00:00:09 | \x1b[31mERROR\x1b[0m | loader | shard 17 unreadable, skipped", 2000: "\x1b[32m[rank0] Training completed in 1:02:03.\x1b[0m"},
     ],

@@ -251,8 +251,9 @@ def test_a_superset_knows_whether_its_pattern_can_reach_past_a_line():
 def test_line_guards_cover_only_rules_judged_line_by_line():
     """A keyword is guarded when each rule owning it can be judged on one line: a line rule or
     an `any` rule by its patterns' supersets, a traceback rule by the supersets of the lines a
-    traceback begins at (every owner's expressions are asked); a keyword of a rule that can be
-    neither stays a plain literal."""
+    traceback begins at, an `any` rule whose pattern may match a newline by both (a match
+    across lines lies in a traceback event; every owner's expressions are asked); a keyword of
+    a rule with a pattern that has no superset stays a plain literal."""
     guards = line_guards(BOOK.rules)
     by_id = {r.id: r for r in BOOK.rules}
     owners: dict = {}
@@ -268,12 +269,15 @@ def test_line_guards_cover_only_rules_judged_line_by_line():
                 continue
             sups = [line_superset(p.pattern, r.spec.ignore_case) for p in r.patterns]
             assert all(s is not None for s in sups)
-            assert r.spec.scope == "line" or not any(s.spans_lines for s in sups)
+            if r.spec.scope != "line" and any(s.spans_lines for s in sups):
+                assert begins <= set(exprs)  # the traceback events it may match across lines in
             assert {s.expression for s in sups} <= set(exprs)  # every owner's patterns are asked
     assert ("Error", False) in guards and ("Traceback", False) in guards
     assert by_id["python-exception"].spec.scope == "traceback"
     unguarded = [key for key, rs in owners.items() if key not in guards]
     assert unguarded and all(any(r.spec.scope != "traceback" for r in owners[k]) for k in unguarded)
+    for k in unguarded:  # a plain literal because some owner's pattern has no superset
+        assert any(line_superset(p.pattern, r.spec.ignore_case) is None for r in owners[k] for p in r.patterns)
 
 
 @settings(max_examples=400)

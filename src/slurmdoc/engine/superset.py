@@ -360,7 +360,8 @@ def line_guards(rules: list) -> dict[tuple[str, bool], tuple[str, ...]]:
         if not sups or any(s is None for s in sups):
             judged[r.id] = None
         elif r.spec.scope != "line" and any(s.spans_lines for s in sups):  # type: ignore[union-attr]
-            judged[r.id] = None
+            # a match across lines lies in a traceback event, and that began at a start
+            judged[r.id] = None if begins is None else tuple(s.expression for s in sups) + begins  # type: ignore[union-attr]
         else:
             judged[r.id] = tuple(s.expression for s in sups)  # type: ignore[union-attr]
     owners: dict[tuple[str, bool], list[str]] = {}

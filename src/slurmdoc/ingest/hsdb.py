@@ -31,7 +31,8 @@ HS_HEAD = 32
 # (compiling ~320 literals is several ms of every start-up): the digest of what each was
 # compiled from, then Hyperscan's own serialised form, which it refuses to load on a
 # machine or a version it does not fit (then it is compiled again). Written like bytecode.
-# One file for the search, one for the quiet search (named for the prefilter they serve).
+# One file for the search, one for the quiet search, one for the guarded keywords split by a
+# colour code (named for the prefilter they serve).
 HS_CACHE = Path(__file__).resolve().parent / "__pycache__" / "prefilter.hsdb"
 MAX_HS_CACHE = 64 << 20
 
@@ -53,7 +54,9 @@ def _hs_key(words: list[tuple[bytes, bool]], exprs: list[str]) -> bytes:
     return h.digest()
 
 
-def _hs_path(quiet: bool) -> Path:
+def _hs_path(quiet: bool, split: bool = False) -> Path:
+    if split:
+        return HS_CACHE.with_name("prefilter-split.hsdb")
     return HS_CACHE.with_name("prefilter-quiet.hsdb") if quiet else HS_CACHE
 
 
@@ -98,6 +101,22 @@ def _tolerant(w: bytes) -> str:
             out.append(_ESC)
         out.append(_hs_literal(bytes([c])).decode())
     return "".join(out)
+
+
+def _split_guarded(held: set) -> tuple[list[str], list[tuple[bytes, bool]]]:
+    """Expressions for the guarded keywords a colour code can split (more than one word, or
+    punctuation: `timed\x1b[0m out`), with escape sequences let in between their words, and
+    the keyword of each (lower case when it ignores case). Searched for by Prefilter.search
+    only in a block holding an escape byte, and a match that is the keyword whole is dropped:
+    whole, its rules' line supersets speak for it (or, on a coloured line, the quiet search's
+    own expression); split, neither does, and its line holds an escape byte."""
+    exprs, keywords = [], []
+    for w, ci in sorted(held):
+        body = _tolerant(w)
+        if body != _hs_literal(w).decode():  # (one word: no colour code splits it)
+            exprs.append(("(?i)" if ci else "") + body)
+            keywords.append((w.lower() if ci else w, ci))
+    return exprs, keywords
 
 
 def _split_marked(words: list[tuple[bytes, bool]], marks: set, held: set) -> list[str]:

@@ -28,7 +28,9 @@ from slurmdoc.ingest.hsdb import (
     _hs_path,
     _long_literals,
     _loud_ids,
+    _hs_read,
     _refused,
+    _split_guarded,
     _split_marked,
     covering,
 )
@@ -96,7 +98,9 @@ class Prefilter:
     line would be parsed whole; the quiet search looks instead for each keyword with escape
     sequences let in between its words (a colour code is taken to split a keyword between its
     words or at its punctuation, never inside a word), and for a guarded keyword, unsplit, on
-    a marked line.
+    a marked line. A guarded keyword split by a colour code is looked for in a block holding
+    an escape byte only (a second database, compiled on first need: a log that is never
+    coloured pays nothing for it).
     """
 
     def __init__(
@@ -115,6 +119,8 @@ class Prefilter:
         self._quiet_db = None  # the quiet search's database: the unguarded literals, the supersets
         self._quiet_long: dict[int, tuple[bytes, bool]] = {}
         self._loud: frozenset[int] = frozenset()  # ids of the literals that only guarded words hold
+        self._held: set = set()  # the guarded literals (the marks left out), once quiet
+        self._split: Optional[tuple[object, list[tuple[bytes, bool]]]] = None  # (database, keywords), on first need
         self._guards: Optional[Callable[[], dict[tuple[str, bool], tuple[str, ...]]]] = None  # until armed
         self._guards_key: Optional[Callable[[], bytes]] = None  # the digest of what the guards are made from
         self._words: list[tuple[bytes, bool]] = []
@@ -208,6 +214,7 @@ class Prefilter:
             loud = _loud_ids(self._kept, words, held)
             if loud:
                 self._quiet_db = db
+                self._held = held - self._marks
                 self._quiet_long = _long_literals(covering([w for w in words if w not in held]))
                 self._loud = loud
         return self._quiet_db is not None
@@ -229,11 +236,22 @@ class Prefilter:
     def search(self, buf: bytearray, end: int, quiet: bool = False) -> tuple[list[int], int]:
         """find()'s offsets, and how many of them are hits of guarded literals (0 when quiet)."""
         if self._db is not None:
+            split = None
+            if quiet and self._quiet_db is not None and self._held and buf.find(b"\x1b", 0, end) >= 0:
+                split = self._split_search()
+                if split[0] is None:
+                    quiet = False  # (no database for split keywords: this block is searched as always)
             db, long, loud = (self._quiet_db, self._quiet_long, frozenset()) if quiet and self._quiet_db is not None else (self._db, self._long, self._loud)
             held = [0]
             if self._parts > 1 and end >= PARALLEL_MIN:
-                return self._find_parallel(buf, end, db, long, loud, held), held[0]
-            return self._scan(memoryview(buf), 0, end, None, db, long, loud, held), held[0]
+                found = self._find_parallel(buf, end, db, long, loud, held)
+            else:
+                found = self._scan(memoryview(buf), 0, end, None, db, long, loud, held)
+            if quiet and split is not None:
+                more = self._scan_split(buf, end, *split)
+                if more:
+                    found = sorted(set(found).union(more))
+            return found, held[0]
         if self._re is not None:
             return [m.start() for m in self._re.finditer(buf, 0, end)], 0
         return [], 0
@@ -277,6 +295,57 @@ class Prefilter:
         if held is not None:
             held[0] += n
         return out
+
+    def _split_search(self) -> tuple[object, list[tuple[bytes, bool]]]:
+        """The database of the guarded keywords split by a colour code, and the keywords (None
+        and [] when Hyperscan refuses it): loaded from its cache, or compiled (a third of a
+        second) and kept, on the first block that holds an escape byte."""
+        if self._split is None:
+            exprs, keywords = _split_guarded(self._held)
+            db = None
+            if exprs:
+                key = _hs_key([], exprs)
+                path = _hs_path(True, split=True)
+                got = _hs_read(key, path)
+                if got is not None:
+                    db = got[1]
+                else:
+                    try:
+                        db = _hs_compile([], exprs)
+                    except Exception:  # noqa: BLE001 - a keyword Hyperscan refuses (a user's, too long)
+                        db = None
+                    else:
+                        _hs_keep(key, db, path)
+            self._split = (db, keywords) if db is not None or not exprs else (None, [])
+            if not exprs:
+                self._held = set()  # nothing a colour code can split: never ask again
+        return self._split
+
+    def _scan_split(self, buf: bytearray, end: int, db, keywords: list[tuple[bytes, bool]]) -> list[int]:
+        """Offsets in buf[:end] of the guarded keywords split by an escape sequence (a match
+        that is a keyword whole is not one)."""
+        out: list[int] = []
+        add = out.append
+        view = memoryview(buf)
+
+        def on_match(i: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            if to > end:
+                return  # in the padding of a short scan
+            w, ci = keywords[i]
+            if to >= len(w):
+                got = view[to - len(w):to].tobytes()
+                if (got.lower() if ci else got) == w:
+                    return
+            add(to - 1)
+
+        try:
+            if end < SHORT_SCAN:  # (as _scan: newlines keep the short-block engine off)
+                db.scan(view[:end].tobytes() + b"\n" * SHORT_SCAN, match_event_handler=on_match)
+            else:
+                db.scan(view[:end], match_event_handler=on_match)
+        finally:
+            view.release()
+        return sorted(out)
 
     def _find_parallel(self, buf: bytearray, end: int, db=None, long: Optional[dict] = None,
                        loud: frozenset = frozenset(), held: Optional[list[int]] = None) -> list[int]:
