@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from slurmdoc.api import diagnose
-from slurmdoc.models import Diagnosis, RankTime
+from slurmdoc.models import RankTime
 from slurmdoc.report.html import render
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -98,7 +98,6 @@ def test_pipeline_never_raises_on_log_shaped_text(tmp_path_factory, lines):
 
 # ---- the interleaving of ranks does not matter when lines carry timestamps ---------------
 
-import json
 import re as _re
 from datetime import datetime, timedelta
 

@@ -6,7 +6,6 @@ Rank = SLURM_PROCID (no torch). FAIL_RANK picks the failing rank (default 2); FA
 The other ranks print their steps and exit 0 after a short wait (or are killed by srun -K).
 """
 import os
-import sys
 import time
 
 rank = int(os.environ.get("SLURM_PROCID", "0"))

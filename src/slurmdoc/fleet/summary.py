@@ -5,7 +5,6 @@ what makes `scan --shard` + `scan merge` equal to one scan)."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Optional
 
 from slurmdoc.fleet.record import HARDWARE, UNCLASSIFIED, JobRecord
 

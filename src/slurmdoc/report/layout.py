@@ -8,7 +8,6 @@ width (off a terminal) nothing is wrapped at all.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from datetime import datetime
 from typing import Iterable, Optional, Sequence

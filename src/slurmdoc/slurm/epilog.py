@@ -22,7 +22,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field

@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass, replace
-from typing import IO, Iterable, Iterator, Optional
+from typing import IO, Iterable, Optional
 
 from slurmdoc.errors import InputError, SlurmdocError
 from slurmdoc.slurm.exitcodes import ExitCode

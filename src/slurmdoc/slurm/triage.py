@@ -9,7 +9,6 @@ from typing import Optional
 from slurmdoc.slurm.exitcodes import (
     ACTIVE_STATES,
     FAILED_STATES,
-    ExitCode,
     exit_category,
     exit_words,
     implied_signal,
