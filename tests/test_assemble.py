@@ -444,3 +444,16 @@ def test_a_traceback_begins_only_at_a_line_one_of_the_starts_matches(pieces):
     began = any(e.kind == "traceback" for e in out + asm.flush())
     if began:
         assert any(rx.match(ll.text) for rx in STARTS), ll.text
+
+
+def test_a_launcher_summary_ends_at_its_closing_banner():
+    # nothing torchrun prints after the banner that closes its summary belongs to it: the
+    # next line, whatever its words, is the program's (or a paste's) next output; another
+    # section of an older summary (`Other Failures:` after `Root Cause:`) is still the summary
+    for text in (SUMMARY, OLD_SUMMARY, "\n".join(OLD_SUMMARY.split("\n")[3:])):
+        for after in ("all reduce ring 3 built in 12 ms", "see the log of node 7 for more", "x"):
+            evs = [e for e in events(text + "\n" + after) if e.kind == "traceback" and e.first.who.rank is None]
+            assert len(evs) == 1, (text[:20], after)
+            assert after not in evs[0].lines and evs[0].lines[-1].startswith("=====")
+            if "Other Failures:" in text:
+                assert "  <NO_OTHER_FAILURES>" in evs[0].lines

@@ -108,3 +108,15 @@ def test_times_order_lines_of_one_file_unless_they_are_the_same_instant(write):
     same = [_timeout(4, "707 03:10:00.500009000", 91), _timeout(5, "707 03:10:00.500001000", 91)]
     d = diagnose([write("same.log", "\n".join(same))])
     assert d.root_cause.source.endswith("same.log:1"), d.root_cause.source
+
+
+def test_a_summary_pasted_from_its_head_is_cited_at_the_head_not_its_closing_banner(write):
+    # a launcher summary that begins at its `Root Cause` head (its banner and ChildFailedError
+    # cut off) holds no exception line: what states the failure is the head the rule matched,
+    # not the summary's last line, whatever follows the summary
+    summary = ["Root Cause:", "[0]:", "  time: 2030-05-06_07:08:09", "  rank: 5 (local_rank: 1)",
+               "  exitcode: 1 (pid: 321)", "  error_file: /scratch/e.json", '  msg: "Process failed with exitcode 1"', "=" * 40]
+    for after in ([], ["ring 2 built"], ["", "the run was on 4 nodes"]):
+        d = diagnose([write("s.log", "\n".join(["=" * 40, "  tune.py FAILED", "=" * 40] + summary + after))])
+        assert d.root_cause is not None and d.root_cause.rule_id == "torchrun-summary", after
+        assert d.root_cause.message == "Root Cause:" and d.root_cause.source.endswith(":4"), after

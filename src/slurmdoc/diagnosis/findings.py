@@ -22,6 +22,7 @@ from slurmdoc.diagnosis.cap import EarliestCauses
 from slurmdoc.diagnosis.ranks import parse_tasks, to_int
 from slurmdoc.engine.loader import Rule
 from slurmdoc.engine.matcher import Match
+from slurmdoc.ingest.assemble import SUMMARY_HEAD
 from slurmdoc.ingest.prefix import LAUNCHER_MARKS
 from slurmdoc.models import Event, RankRef, SourceInfo
 
@@ -56,10 +57,11 @@ class Finding:
 
     def _index(self) -> int:
         """The line that states the error: the matched line if it is an exception line,
-        otherwise the traceback's originating exception."""
+        otherwise the traceback's originating exception; in a launcher summary pasted from
+        its `Root Cause` head (no exception line in it), the matched line, not its last."""
         ev = self.event
         idx = self.line_index
-        if ev.kind == "traceback" and idx not in ev.exception_idx:
+        if ev.kind == "traceback" and idx not in ev.exception_idx and (ev.exception_idx or ev.origin_idx >= 0 or not SUMMARY_HEAD.match(ev.lines[0])):
             idx = ev.origin()
         return min(idx, len(ev.lines) - 1)
 

@@ -95,7 +95,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "entry_seq", "open_summary")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "entry_seq", "open_summary", "summary_done")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -114,6 +114,7 @@ class _Stream:
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
         self.entry_seq: Optional[int] = None  # that entry is the Root Cause: the summary's place in the order
         self.open_summary = False  # a summary pasted without its opening banner: no closing one to wait for
+        self.summary_done = False  # a launcher summary's closing banner was read: nothing after it is its own
         self.told: Optional[int] = None  # a launcher said whose traceback comes next (its process index)
         self.last_ts: Optional[datetime] = None
         self.ts_gen = 0
@@ -264,6 +265,7 @@ class Assembler:
             st.told = None
         ev = st.event = Event("traceback", line, [line.text], [line.lineno], ts=self._when(st, line), seq=self.seq, form=form, waived=waived)  # type: ignore[arg-type]
         st.open_summary = False
+        st.summary_done = False
         st.mode = mode
         st.pending = 0
         st.foreign = 0
@@ -367,7 +369,21 @@ class Assembler:
                 self._idle_foreign(st, line, out)
             return
         if mode == "tail":
-            if st.banners == 1 and st.open_summary and t.strip() and not t[0].isspace() and not (
+            if st.summary_done and t.strip():
+                if t[-1:] == ":" and SUMMARY_HEAD.match(t):
+                    # another section of it (older torchelastic closes `Root Cause:` with a
+                    # banner, then prints `Other Failures:` up to one more)
+                    st.summary_done = False
+                    st.banners = 1
+                    st.tail += 1
+                    self._append(ev, line)
+                    self._summary_entry(st, line, out)
+                else:
+                    # after a launcher summary's closing banner: the program's next output (no
+                    # message runs on past it)
+                    self._close(st, out)
+                    self._idle(st, line, out)
+            elif st.banners == 1 and st.open_summary and t.strip() and not t[0].isspace() and not (
                     ENTRY_HEAD.match(t) or ENTRY_FIELD.match(t) or SUMMARY_HEAD.match(t) or BANNER.match(t) or t.startswith("<")):
                 # the end of a summary pasted without its banners: the next line is not its own
                 st.open_summary = False
@@ -381,6 +397,7 @@ class Assembler:
                 self._summary_entry(st, line, out)
                 if t.startswith("=") and BANNER.match(t):
                     st.banners += 1
+                    st.summary_done = any(SUMMARY_HEAD.match(x) for x in ev.lines)
             elif not t.strip():
                 st.mode = "gap"
                 st.held = [line]
