@@ -119,6 +119,17 @@ def test_a_state_held_until_a_clean_end_is_not_outlived_by_the_end(write):
     assert d.status == "no_failure" and d.handled
 
 
+def test_a_state_held_until_a_ranks_own_clean_end_is_not_outlived_by_it(write):
+    # the same, printed by one rank with its prefix: its own end line is no recovery either
+    end = "Training completed. Saving the final model to ./out"
+    text = prefixed("[rank0]: ", _steps(1, 5, "0.8") + _steps(5, 9, "nan") + [end])
+    d = diagnose([write("j.log", "\n".join(text))])
+    assert d.status == "failed" and d.root_cause.category == "numerical" and d.root_cause.rank == 0
+    text = prefixed("[rank0]: ", _steps(1, 5, "0.8") + _steps(5, 8, "nan") + _steps(8, 12, "0.7") + [end])
+    d = diagnose([write("k.log", "\n".join(text))])
+    assert d.status == "no_failure" and d.handled
+
+
 def test_an_error_recurring_between_steps_is_outlived_from_its_first_line(write):
     # a side service's error printed again and again while the steps advance (a metrics
     # uploader failing): an event, not a state; the run outlived it even though the log
