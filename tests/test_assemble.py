@@ -86,6 +86,10 @@ def test_interesting_lines_become_events_and_others_do_not():
 def test_a_log_record_ends_the_exception_message():
     evs = events(TB + "\nE0101 00:00:00.1 1 x.py:1] WATCH next")
     assert [e.kind for e in evs] == ["traceback", "line"]
+    # PyTorch's own C++ logger writes glog's form with the month unpadded (three digits)
+    for record in ("W902 17:45:03.120044981 socket.cpp:752] the next record", "[W902 17:45:03.120044981 socket.cpp:752] the next record"):
+        (ev,) = events(TB + "\n" + record)
+        assert ev.kind == "traceback" and ev.lines[-1] == 'ValueError: bad', record
 
 
 def test_event_size_is_bounded():

@@ -110,6 +110,14 @@ def test_unindented_frame_without_source_line():
     assert fix(lines) == ["Traceback (most recent call last):", '  File "<string>", line 1, in <module>', "ZeroDivisionError: division by zero"]
 
 
+@pytest.mark.parametrize("record", ["E0321 02:07:08.408271 1 socket.cpp:752] the next record", "W902 17:45:03.120044981 socket.cpp:752] the next record"])
+def test_a_log_record_after_an_unindented_frame_is_no_source_line(record):
+    # a glog-form record (PyTorch's own C++ logger writes the month unpadded, three digits)
+    # after a frame that lost its indentation is the program's next record, left as it is
+    lines = ["Traceback (most recent call last):", 'File "<string>", line 1, in <module>', record]
+    assert fix(lines) == ["Traceback (most recent call last):", '  File "<string>", line 1, in <module>', record]
+
+
 def wrap(lines: list[str], width: int) -> list[str]:
     out = []
     for ln in lines:
