@@ -223,3 +223,56 @@ def test_a_guarded_keyword_split_by_a_colour_code_is_found_quietly_and_whole_lef
     refused = quiet_one()
     refused._split = (None, [])
     assert lines(refused, coloured) == set(range(7))  # every literal's line, every coloured line
+
+
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
+def test_coloured_lines_dense_with_a_guarded_keyword_are_searched_with_their_escapes_taken_off():
+    """On a coloured line a guarded keyword whole is a hit of the quiet search (its guard, a
+    rule's line superset, cannot see through colour codes). A block where such hits are dense
+    is searched again with its escape sequences taken off, as the reader takes them off each
+    line: only the lines the guard matches are found, a colour code anywhere in them (between
+    a keyword's words, inside a word), each at its line's start in the raw block."""
+    pf = Prefilter(["timed out", "Traceback"], [], engine="hyperscan",
+                   guards=lambda: {("timed out", False): (r"store timed out",)}, guards_key=lambda: b"t",
+                   marks=("\x1b[",))  # (as the reader's: a coloured line, read whole when not quiet)
+    assert pf.can_quiet
+
+    def lines(block: bytes) -> list[int]:
+        buf = bytearray(block)
+        return [buf.count(b"\n", 0, h) for h in pf.find(buf, len(buf), quiet=True)]
+
+    noise = b"\x1b[32mstep 3\x1b[0m fetch \x1b[33mtimed out\x1b[0m, retrying\n"
+    events = [b"\x1b[1mstore timed\x1b[0m out\n", b"store \x1b[31mtim\x1b[0med out\n", b"\x1b[2mTraceback (most recent call last):\n",
+              b"store timed out\n", b"\x1b[1mTraceback\x1b[0m (most recent call last):\n"]
+    for gap in (1, 9, 700):  # lines of noise between (offsets found one by one and by halving)
+        block, want = noise * 2000, []
+        for ev in events:
+            want.append(block.count(b"\n"))
+            block += ev + noise * gap
+        assert lines(block) == want, gap
+    sparse = noise * 3 + events[0] + b"plain line\n" * 40
+    assert sorted(set(lines(sparse))) == [0, 1, 2, 3]  # not dense: each coloured line with the keyword, as before
+
+
+_SEQUENCES = st.sampled_from([b"\x1b[0m", b"\x1b[1;31m", b"\x1b[38;5;208m", b"\x1b[?25l", b"\x1b[K", b"\x1bM", b"\x1b\\", b"\x1b[2J", b"\x1b[1;2 q"])
+_PIECES = st.one_of(st.binary(max_size=12).map(lambda b: b.replace(b"\x1b", b"")), _SEQUENCES, st.just(b"\x1b"), st.just(b"\n"),
+                    st.binary(min_size=1, max_size=6).map(lambda b: b"\x1b" + b))
+
+
+@given(st.lists(_PIECES, max_size=60), st.integers(0, 3))
+def test_escape_sequences_are_taken_off_exactly_as_the_regex_takes_them(pieces, far):
+    """Whatever the bytes (sequences repeated, stray escape bytes, sequences the sample does
+    not reach), strip_escapes gives what the regex gives."""
+    raw = b"".join(pieces)
+    if far:  # a sequence first seen past the sample
+        raw = raw + b"x" * (prefilter_mod.SAMPLE * far) + b"\x1b[4" + str(far).encode() + b"m" + raw
+    assert prefilter_mod.strip_escapes(raw) == prefilter_mod.ESCAPE.sub(b"", raw)
+
+
+@given(st.lists(st.integers(0, 9000), min_size=1, max_size=40), st.data())
+def test_the_offset_after_k_newlines_is_found(gaps, data):
+    raw = b"".join(b"x" * g + b"\n" for g in gaps)
+    at = data.draw(st.integers(0, len(raw) - 1))
+    after = [i + 1 for i, c in enumerate(raw) if c == 10 and i >= at]
+    k = data.draw(st.integers(1, len(after)))
+    assert prefilter_mod._after_newlines(raw, at, k) == after[k - 1]

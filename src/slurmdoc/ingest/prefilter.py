@@ -100,7 +100,9 @@ class Prefilter:
     words or at its punctuation, never inside a word), and for a guarded keyword, unsplit, on
     a marked line. A guarded keyword split by a colour code is looked for in a block holding
     an escape byte only (a second database, compiled on first need: a log that is never
-    coloured pays nothing for it).
+    coloured pays nothing for it). A coloured block where those still hit on a quarter of the
+    lines is searched again with its escape sequences taken off, as the reader takes them off
+    each line (_search_stripped): slower to make than the search itself, so only then.
     """
 
     def __init__(
@@ -251,6 +253,11 @@ class Prefilter:
                 more = self._scan_split(buf, end, *split)
                 if more:
                     found = sorted(set(found).union(more))
+                if dense(len(found), buf, end):
+                    # coloured lines dense with a guarded keyword (on a coloured line the
+                    # keyword whole is a hit, its guard unseen behind the codes): the block
+                    # with its escape sequences taken off, where the guards can judge
+                    found = self._search_stripped(buf, end)
             return found, held[0]
         if self._re is not None:
             return [m.start() for m in self._re.finditer(buf, 0, end)], 0
@@ -294,6 +301,30 @@ class Prefilter:
         out.sort()
         if held is not None:
             held[0] += n
+        return out
+
+    def _search_stripped(self, buf: bytearray, end: int) -> list[int]:
+        """The quiet search of a block holding escape bytes: a colour code can stand anywhere
+        on a line (between a keyword's words, inside a rule's match), where neither a keyword
+        nor a line superset is in the raw bytes. The reader takes escape sequences off each
+        line before any rule sees it, so the search runs on the block with them taken off the
+        same way (strip_escapes: newlines stay, so each line keeps its number), and each line
+        found is given back as the offset of that line's start in the raw block."""
+        raw = bytes(memoryview(buf)[:end])
+        text = strip_escapes(raw)
+        found = self._scan(memoryview(text), 0, len(text), None, self._quiet_db, self._quiet_long)
+        out: list[int] = []
+        s_line = s_at = r_at = 0  # the line reached, its start in the stripped and the raw block
+        for h in found:
+            if h < s_at:
+                continue  # (the line already given)
+            k = text.count(b"\n", s_at, h)
+            if k:
+                s_at = text.rfind(b"\n", s_at, h) + 1
+                r_at = _after_newlines(raw, r_at, k)
+                s_line += k
+            if not out or out[-1] != r_at:
+                out.append(r_at)
         return out
 
     def _split_search(self) -> tuple[object, list[tuple[bytes, bool]]]:
@@ -398,6 +429,52 @@ class Prefilter:
         if getattr(self, "_helper_pid", None) == os.getpid():
             for q in self._queues:
                 q.put(None)
+
+
+# an escape sequence as the reader takes it off a line (api.ANSI, over bytes): a control
+# sequence (colour, cursor), or a two-byte one
+ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def strip_escapes(raw: bytes) -> bytes:
+    """`raw` with every escape sequence taken off, exactly as ESCAPE.sub would, at memory
+    speed for a coloured log: a log's colour codes are a few sequences repeated, so those of
+    a sample are each replaced throughout (bytes.replace), which equals the regex's result
+    when every escape byte begins one of them (a sequence holds one escape byte, at its start,
+    and none is the beginning of another: the sum of their counts says so); else the regex."""
+    n = raw.count(b"\x1b")
+    if not n:
+        return raw
+    first = raw.find(b"\x1b")
+    seqs = set(ESCAPE.findall(raw, first, first + SAMPLE))
+    if sum(raw.count(q) for q in seqs) != n:
+        return ESCAPE.sub(b"", raw)  # a sequence the sample lacks, or a stray escape byte
+    for q in seqs:
+        raw = raw.replace(q, b"")
+    return raw
+
+
+SAMPLE = 1 << 16  # bytes after the first escape byte whose sequences are taken as the log's
+
+
+def _after_newlines(raw: bytes, at: int, k: int) -> int:
+    """The offset just after the k-th newline of raw[at:] (k >= 1): by halving a range
+    whose newlines are counted in C, not by finding them one by one."""
+    if k <= 8:
+        for _ in range(k):
+            at = raw.index(b"\n", at) + 1
+        return at
+    lo, hi = at, len(raw)
+    while hi - lo > 4096:  # the smallest offset holding k newlines after `at` lies in (lo, hi]
+        mid = (lo + hi) // 2
+        if raw.count(b"\n", at, mid) >= k:
+            hi = mid
+        else:
+            lo = mid
+    k -= raw.count(b"\n", at, lo)
+    for _ in range(k):
+        lo = raw.index(b"\n", lo) + 1
+    return lo
 
 
 class _Job:
