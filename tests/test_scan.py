@@ -396,46 +396,9 @@ def test_no_quiet_search_for_unguarded_keywords_or_an_input_read_whole(tmp_path)
 _METRIC = "[rank{r}]: step {i} | loss {l}.{r} | Top-1 Error: 2{r}.{l} | lr 1e-4"
 
 
-@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
-@pytest.mark.parametrize(
-    "events",
-    [
-        # a whole traceback
-        {1200: "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"/srv/train.py\", line 9, in <module>\n"
-               "[rank1]:     step()\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"},
-        # frames with no header above them (a log that lost it)
-        {900: "[rank2]:   File \"/srv/data.py\", line 40, in __next__\n[rank2]:     batch = next(it)\n[rank2]: ValueError: shard 17 is empty"},
-        # an exception line alone, no other keyword on it
-        {2700: "[rank3]: ValueError: 42 is not a valid shard id"},
-        # a launcher's summary whose banner was cut, and an error-level line
-        {1500: "[rank0]: 2030-01-01 00:00:09 | ERROR | trainer | the parameter server went away",
-         2999: "Root Cause (first observed failure):\n[0]:\n  time      : 2030-01-01_00:00:10\n  host      : n1\n"
-               "  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: 77)\n  error_file: <N/A>"},
-    ],
-)
-def test_a_metric_named_error_on_every_line_is_searched_quietly_and_changes_no_finding(events, tmp_path):
-    _quiet_finds_what_exact_finds(_METRIC, events, tmp_path)
-
-
 # A retry line on every line holding `timed out`, a keyword of `any` rules whose patterns may
 # match across lines (in a traceback event): guarded by their line supersets and the starts
 _RETRY = "[rank{r}]: step {i} | loss {l}.{r} | object store fetch timed out, retrying (attempt {l})"
-
-
-@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
-@pytest.mark.parametrize(
-    "events",
-    [
-        # a store timeout, one line
-        {1200: "[rank1]: torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 2/4 clients joined."},
-        # a watchdog's timeout, and a traceback whose message says timed out on its last line
-        {900: "[rank2]: [E ProcessGroupNCCL.cpp:455] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600123 milliseconds before timing out.",
-         2500: "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/srv/train.py\", line 9, in <module>\n"
-               "[rank0]:     dist.barrier()\n[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer; the operation timed out"},
-    ],
-)
-def test_a_retry_saying_timed_out_on_every_line_is_searched_quietly_and_changes_no_finding(events, tmp_path):
-    _quiet_finds_what_exact_finds(_RETRY, events, tmp_path)
 
 
 _COLOURED = "\x1b[32m2030-01-01 00:00:{s:02d}\x1b[0m | \x1b[1mINFO\x1b[0m | [rank{r}] step {i} loss {l}.{r} lr 1e-4"
@@ -443,24 +406,43 @@ _COLOURED = "\x1b[32m2030-01-01 00:00:{s:02d}\x1b[0m | \x1b[1mINFO\x1b[0m | [ran
 
 @pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
 @pytest.mark.parametrize(
-    "events",
+    ("noise", "events"),
     [
+        # a whole traceback
+        (_METRIC, {1200: "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"/srv/train.py\", line 9, in <module>\n"
+               "[rank1]:     step()\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}),
+        # frames with no header above them (a log that lost it)
+        (_METRIC, {900: "[rank2]:   File \"/srv/data.py\", line 40, in __next__\n[rank2]:     batch = next(it)\n[rank2]: ValueError: shard 17 is empty"}),
+        # an exception line alone, no other keyword on it
+        (_METRIC, {2700: "[rank3]: ValueError: 42 is not a valid shard id"}),
+        # a launcher's summary whose banner was cut, and an error-level line
+        (_METRIC, {1500: "[rank0]: 2030-01-01 00:00:09 | ERROR | trainer | the parameter server went away",
+         2999: "Root Cause (first observed failure):\n[0]:\n  time      : 2030-01-01_00:00:10\n  host      : n1\n"
+               "  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: 77)\n  error_file: <N/A>"}),
+        # a store timeout, one line
+        (_RETRY, {1200: "[rank1]: torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 2/4 clients joined."}),
+        # a watchdog's timeout, and a traceback whose message says timed out on its last line
+        (_RETRY, {900: "[rank2]: [E ProcessGroupNCCL.cpp:455] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600123 milliseconds before timing out.",
+         2500: "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/srv/train.py\", line 9, in <module>\n"
+               "[rank0]:     dist.barrier()\n[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer; the operation timed out"}),
         # keywords split by colour codes between their words and at their punctuation
-        {900: "\x1b[1m[rank2]\x1b[0m \x1b[31mtorch.OutOfMemoryError\x1b[0m: \x1b[1mCUDA\x1b[0m out of memory. Tried to allocate 2.00 GiB"},
-        {1500: "\x1b[33m[rank1]\x1b[0m Watchdog caught collective operation \x1b[1mtimeout\x1b[0m: WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
-         2999: "\x1b[31m[rank3] RuntimeError\x1b[0m: CUDA error: an illegal memory access was encountered"},
+        (_COLOURED, {900: "\x1b[1m[rank2]\x1b[0m \x1b[31mtorch.OutOfMemoryError\x1b[0m: \x1b[1mCUDA\x1b[0m out of memory. Tried to allocate 2.00 GiB"}),
+        (_COLOURED, {1500: "\x1b[33m[rank1]\x1b[0m Watchdog caught collective operation \x1b[1mtimeout\x1b[0m: WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+         2999: "\x1b[31m[rank3] RuntimeError\x1b[0m: CUDA error: an illegal memory access was encountered"}),
         # frames with no header, a colour code between the words of `File "` (a traceback
         # rule's keyword, guarded by the lines a traceback begins at)
-        {1700: "\x1b[2m[rank2]\x1b[0m   File\x1b[0m \"/srv/data.py\", line 40, in __next__\n\x1b[2m[rank2]\x1b[0m     batch = next(it)\n"
-               "\x1b[2m[rank2]\x1b[0m \x1b[31mValueError\x1b[0m: shard 17 is empty"},
+        (_COLOURED, {1700: "\x1b[2m[rank2]\x1b[0m   File\x1b[0m \"/srv/data.py\", line 40, in __next__\n\x1b[2m[rank2]\x1b[0m     batch = next(it)\n"
+               "\x1b[2m[rank2]\x1b[0m \x1b[31mValueError\x1b[0m: shard 17 is empty"}),
         # a guarded keyword (the clean end's) on a coloured line, after an error it outlives
-        {1000: "[rank2] 2030-01-01 00:00:09 | \x1b[31mERROR\x1b[0m | loader | shard 17 unreadable, skipped", 2000: "\x1b[32m[rank0] Training completed in 1:02:03.\x1b[0m"},
+        (_COLOURED, {1000: "[rank2] 2030-01-01 00:00:09 | \x1b[31mERROR\x1b[0m | loader | shard 17 unreadable, skipped", 2000: "\x1b[32m[rank0] Training completed in 1:02:03.\x1b[0m"}),
     ],
 )
-def test_a_log_coloured_on_every_line_is_searched_quietly_and_changes_no_finding(events, tmp_path):
-    """Every line holds a colour code (the mark that a keyword may be split there), so each
-    would be a hit; the quiet search finds keywords with codes between their words instead."""
-    _quiet_finds_what_exact_finds(_COLOURED, events, tmp_path)
+def test_a_keyword_on_every_line_is_searched_quietly_and_changes_no_finding(noise, events, tmp_path):
+    """A metric named `Error` (a traceback rule's keyword, guarded by the lines a traceback
+    begins at), a retry saying `timed out` (an `any` rule's, whose patterns may match across
+    lines), a colour code (the mark that a keyword may be split there) on every line: each
+    line would be a hit; the quiet search finds what the exact reader finds."""
+    _quiet_finds_what_exact_finds(noise, events, tmp_path)
 
 
 @pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
