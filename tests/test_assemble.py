@@ -461,3 +461,21 @@ def test_a_launcher_summary_ends_at_its_closing_banner():
             assert after not in evs[0].lines and evs[0].lines[-1].startswith("=====")
             if "Other Failures:" in text:
                 assert "  <NO_OTHER_FAILURES>" in evs[0].lines
+
+
+def test_an_older_summary_framed_in_asterisks_ends_at_its_last_section():
+    # older torchelastic frames its summary in a border of asterisks (no banner) and its
+    # sections in `=` banners: `Other Failures:` after `Root Cause:`'s closing section banner
+    # runs to that border, and what follows it (an error of another program, another
+    # traceback) is no more of the summary, however many lines come after
+    star = "*" * 46
+    body = OLD_SUMMARY.split("\n")
+    framed = "\n".join([TB.split("\n")[0], '  File "/usr/bin/torchrun", line 8, in <module>', "    sys.exit(main())",
+                        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", star, *body[1:-1], star])
+    for gap in ([], [""]):
+        for after in (["WATCH: n3 task 0 exited with code 1"], TB.split("\n")):
+            evs = events("\n".join([framed, *gap, *after]))
+            (summary,) = [e for e in evs if e.kind == "traceback" and "ChildFailedError" in e.text()]
+            assert "  <NO_OTHER_FAILURES>" in summary.lines
+            assert summary.lines[-1] == star and summary.linenos[-1] == len(framed.split("\n")), (gap, after[0])
+            assert any(e.lines[-1] == after[-1] for e in evs if e is not summary), (gap, after[0])

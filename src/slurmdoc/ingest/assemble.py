@@ -78,6 +78,8 @@ WAIVER = re.compile(r"(?:safe|safely) (?:to )?(?:be )?ignored?\b|can (?:be )?(?:
 TOLD = re.compile(r"\s*-- Process (\d+) terminated with the following error:\s*$")
 EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
 BANNER = re.compile(r"[=\-]{10,}\s*$")
+# older torchelastic's border around its summary (its sections are banners)
+BORDER = re.compile(r"\*{10,}\s*$")
 # lines PyTorch appends to CUDA error messages, unindented
 KNOWN_CONTINUATIONS = ("CUDA kernel errors might", "For debugging consider passing", "Compile with `TORCH_USE_CUDA_DSA`", "Search for `cuda", "Device-side assertion")
 
@@ -373,8 +375,11 @@ class Assembler:
                 if t[-1:] == ":" and SUMMARY_HEAD.match(t):
                     # another section of it (older torchelastic closes `Root Cause:` with a
                     # banner, then prints `Other Failures:` up to one more)
+                    # (it has no closing banner of its own: older torchelastic closes it
+                    # with a border of asterisks; it ends where a line is none of its own)
                     st.summary_done = False
                     st.banners = 1
+                    st.open_summary = True
                     st.tail += 1
                     self._append(ev, line)
                     self._summary_entry(st, line, out)
@@ -387,6 +392,11 @@ class Assembler:
                     ENTRY_HEAD.match(t) or ENTRY_FIELD.match(t) or SUMMARY_HEAD.match(t) or BANNER.match(t) or t.startswith("<")):
                 # the end of a summary pasted without its banners: the next line is not its own
                 st.open_summary = False
+                if t[0] == "*" and BORDER.match(t):
+                    # older torchelastic's closing border: the summary's last line
+                    self._append(ev, line)
+                    self._close(st, out)
+                    return
                 self._close(st, out)
                 self._idle(st, line, out)
             elif st.banners == 1 and st.tail < MAX_TAIL_LINES:
