@@ -479,3 +479,17 @@ def test_an_older_summary_framed_in_asterisks_ends_at_its_last_section():
             assert "  <NO_OTHER_FAILURES>" in summary.lines
             assert summary.lines[-1] == star and summary.linenos[-1] == len(framed.split("\n")), (gap, after[0])
             assert any(e.lines[-1] == after[-1] for e in evs if e is not summary), (gap, after[0])
+
+
+def test_an_exception_chained_after_a_summary_keeps_its_whole_message():
+    # the summary's end (its closing banner) ends only the summary: an exception raised while
+    # handling the launcher's (its traceback chained after the summary) is read like any
+    # other, its message running on after a line that ends in ':'
+    chained = ["", "During handling of the above exception, another exception occurred:", "", *TB.split("\n")[:-1]]
+    for exc in (["ValueError: could not write the error file:", "/scratch/err.json is read-only"],
+                ["ValueError: bad:", "  indented detail", "more after the detail"]):
+        for frames in (True, False):
+            body = chained if frames else chained[:3]
+            (ev,) = [e for e in events("\n".join([SUMMARY, *body, *exc, "", "WATCH next"])) if e.kind == "traceback" and e.first.who.rank is None]
+            assert ev.lines[-len(exc):] == exc, (exc, frames)
+            assert ev.lines[ev.exception_idx[-1]] == exc[0]

@@ -364,6 +364,7 @@ class Assembler:
                     st.tail = 0
                     st.plain = 0
                     st.banners = 0
+                    st.summary_done = st.open_summary = False  # a new exception's message: a summary before it is over
             else:
                 st.foreign += 1
                 if st.foreign > MAX_FOREIGN:
@@ -460,6 +461,7 @@ class Assembler:
                 st.tail = 0
                 st.plain = 0
                 st.banners = 0
+                st.summary_done = st.open_summary = False  # a new exception's message: a summary before it is over
             else:
                 self._close(st, out)
                 self._idle(st, line, out)
