@@ -276,3 +276,33 @@ def test_the_offset_after_k_newlines_is_found(gaps, data):
     after = [i + 1 for i, c in enumerate(raw) if c == 10 and i >= at]
     k = data.draw(st.integers(1, len(after)))
     assert prefilter_mod._after_newlines(raw, at, k) == after[k - 1]
+
+
+class _Counted(bytes):
+    """Bytes that add up how many bytes their newline counts and searches look at."""
+
+    looked = 0
+
+    def count(self, sub, start=0, end=None):  # type: ignore[override]
+        _Counted.looked += (len(self) if end is None else min(end, len(self))) - start
+        return bytes.count(self, sub, start, end)
+
+    def index(self, sub, start=0, end=None):  # type: ignore[override]
+        at = bytes.index(self, sub, start, end if end is not None else len(self))
+        _Counted.looked += at + 1 - start
+        return at
+
+
+@pytest.mark.parametrize("every", [9, 40, 1000])
+def test_walking_a_block_line_by_line_looks_at_each_byte_a_few_times(every):
+    # the line starts of a dense coloured block's found lines are walked to one after the
+    # other: each step costs what it walks over (and a few KiB), not what is left of the
+    # block, so a block whose found lines are many and far apart is not searched in time its
+    # size times their number
+    raw = _Counted(b"".join(b"line %d of the block\n" % i for i in range(60000)))
+    _Counted.looked = 0
+    at = 0
+    for _ in range(60000 // every):
+        at = prefilter_mod._after_newlines(raw, at, every)
+    assert at == len(b"".join(b"line %d of the block\n" % i for i in range(60000 // every * every)))
+    assert _Counted.looked <= 6 * len(raw) + (60000 // every) * 8192, (_Counted.looked, len(raw))  # (a few KiB a step at least)

@@ -458,21 +458,29 @@ SAMPLE = 1 << 16  # bytes after the first escape byte whose sequences are taken 
 
 
 def _after_newlines(raw: bytes, at: int, k: int) -> int:
-    """The offset just after the k-th newline of raw[at:] (k >= 1): by halving a range
-    whose newlines are counted in C, not by finding them one by one."""
+    """The offset just after the k-th newline of raw[at:] (k >= 1): newlines counted in C
+    over ranges, not found one by one; the range grows from `at` until it holds the k-th
+    (doubling), then is halved, each byte counted a few times: a step costs what it walks
+    over, not what is left of the block (a block's found lines are walked to one by one)."""
     if k <= 8:
         for _ in range(k):
             at = raw.index(b"\n", at) + 1
         return at
-    lo, hi = at, len(raw)
-    while hi - lo > 4096:  # the smallest offset holding k newlines after `at` lies in (lo, hi]
+    lo, seen, step = at, 0, 4096  # seen: the newlines in raw[at:lo], fewer than k
+    while True:
+        hi = min(lo + step, len(raw))
+        n = raw.count(b"\n", lo, hi)
+        if seen + n >= k or hi == len(raw):
+            break
+        lo, seen, step = hi, seen + n, step * 2
+    while hi - lo > 4096:  # the k-th newline lies in raw[lo:hi]
         mid = (lo + hi) // 2
-        if raw.count(b"\n", at, mid) >= k:
+        n = raw.count(b"\n", lo, mid)
+        if seen + n >= k:
             hi = mid
         else:
-            lo = mid
-    k -= raw.count(b"\n", at, lo)
-    for _ in range(k):
+            lo, seen = mid, seen + n
+    for _ in range(k - seen):
         lo = raw.index(b"\n", lo) + 1
     return lo
 
