@@ -306,3 +306,14 @@ def test_walking_a_block_line_by_line_looks_at_each_byte_a_few_times(every):
         at = prefilter_mod._after_newlines(raw, at, every)
     assert at == len(b"".join(b"line %d of the block\n" % i for i in range(60000 // every * every)))
     assert _Counted.looked <= 6 * len(raw) + (60000 // every) * 8192, (_Counted.looked, len(raw))  # (a few KiB a step at least)
+
+
+@pytest.mark.parametrize("codes", [2, 40, 256])
+def test_taking_escapes_off_a_block_reads_it_a_few_times_however_many_codes_it_holds(codes):
+    # a block is stripped by replacing each of its colour codes throughout only while they are
+    # few; a log colouring each rank's prefix its own way (a 256-colour code per rank) holds
+    # hundreds, and a pass over the block for each was 30 times the regex's time
+    raw = _Counted(b"".join(b"\x1b[38;5;%dm[rank%d]\x1b[0m step %d fetch timed out\n" % (i % codes, i, i) for i in range(20000)))
+    _Counted.looked = 0
+    assert prefilter_mod.strip_escapes(raw) == prefilter_mod.ESCAPE.sub(b"", raw)
+    assert _Counted.looked <= 8 * len(raw), (_Counted.looked, len(raw))
