@@ -13,7 +13,7 @@ from slurmdoc.engine.matcher import Matcher
 from slurmdoc.errors import InputError
 from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
-from slurmdoc.ingest.damage import repair
+from slurmdoc.ingest.damage import ANSI, repair
 from slurmdoc.ingest.prefilter import ENGINES, Prefilter
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.ingest.scan import Budget, Scan
@@ -39,7 +39,6 @@ def _parser(inputs: list[Input]) -> PrefixParser:
     return PrefixParser(t.year, until=t)
 
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 NULS = re.compile("\x00+")
 DAMAGE_CHARS = frozenset("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1c\x1d\x1e\x1f\x7f\ufffd")
 DAMAGE = re.compile("^[\x01-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]+")

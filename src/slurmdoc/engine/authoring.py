@@ -703,7 +703,7 @@ def try_rule(book: Rulebook, rule_id: str, paths: list[str], max_hits: int = 100
         origin = ev.origin() if ev.kind == "traceback" else -1
         if matcher.gave_up(rule):
             return
-        got = matcher.match_rule(rule, text, ev.lines[origin] if origin >= 0 else None, ev)
+        got = matcher.match_rule(rule, text, ev)
         path = inputs[ev.first.source].info.path
         if got is None:
             if len(report.near) < max_hits:

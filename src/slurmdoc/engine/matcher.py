@@ -224,11 +224,10 @@ class Matcher:
                         break
                 else:
                     continue
-            origin = event.origin() if event.kind == "traceback" else -1
-            m = self.match_rule(rule, text, event.lines[origin] if origin >= 0 else None, event)
+            m = self.match_rule(rule, text, event)
             if m is not None:
                 start, caps, pattern = m
-                line_index = origin if start < 0 else text.count("\n", 0, start)
+                line_index = event.origin() if start < 0 else text.count("\n", 0, start)
                 known, entries = self._known(rule, text)
                 return Match(rule, caps, line_index, known, entries, pattern)
         return None
@@ -263,16 +262,17 @@ class Matcher:
             self._charge(rule, perf_counter() - t0)
         return tuple(sorted(found)), tuple(entries)
 
-    def match_rule(self, rule: Rule, text: str, origin: Optional[str] = None, event: Optional[Event] = None) -> Optional[tuple[int, dict[str, str], int]]:
+    def match_rule(self, rule: Rule, text: str, event: Optional[Event] = None) -> Optional[tuple[int, dict[str, str], int]]:
         """(offset of the match, captures, which of the rule's patterns matched) if the rule
-        matches the text, else None.
+        matches the text (the event's, when one is given), else None.
 
-        Patterns are tried in order. For a traceback, each pattern is tried on its
+        Patterns are tried in order. For a traceback event, each pattern is tried on its
         originating exception line first (offset -1), so a chain is classified by the
         exception it started with rather than by the wrapper raised last. A rule with
         `raised_in` is tried on the exception lines of the traceback `event` alone (see
         _match_raised).
         """
+        origin = event.lines[event.origin()] if event is not None and event.kind == "traceback" else None
         t0 = perf_counter()
         try:
             for ex in rule.excludes:

@@ -375,9 +375,8 @@ class Assembler:
             if st.summary_done and t.strip():
                 if t[-1:] == ":" and SUMMARY_HEAD.match(t):
                     # another section of it (older torchelastic closes `Root Cause:` with a
-                    # banner, then prints `Other Failures:` up to one more)
-                    # (it has no closing banner of its own: older torchelastic closes it
-                    # with a border of asterisks; it ends where a line is none of its own)
+                    # banner, then prints `Other Failures:`, closed by a border of asterisks,
+                    # not a banner: it ends there, or where a line is none of its own)
                     st.summary_done = False
                     st.banners = 1
                     st.open_summary = True

@@ -16,6 +16,7 @@ import re
 import threading
 from typing import Callable, Optional
 
+from slurmdoc.ingest.damage import ANSI
 from slurmdoc.ingest.hsdb import (
     HS_HEAD,
     _held_blob,
@@ -290,14 +291,7 @@ class Prefilter:
                 n += 1
             add(start + to - 1)
 
-        if end - start < SHORT_SCAN:
-            # Hyperscan's engine for short blocks misses a match ending the block in some
-            # databases (a literal beside an expression such as `\*a[^\n]*`, at 17 to 34
-            # bytes): newlines after it, which no literal or expression holds, take it off
-            # that engine and change no offset
-            db.scan(view[start:end].tobytes() + b"\n" * SHORT_SCAN, match_event_handler=on_match, scratch=scratch)
-        else:
-            db.scan(view[start:end], match_event_handler=on_match, scratch=scratch)
+        _hs_scan(db, view[start:end], on_match, scratch)
         out.sort()
         if held is not None:
             held[0] += n
@@ -314,7 +308,7 @@ class Prefilter:
         text = strip_escapes(raw)
         found = self._scan(memoryview(text), 0, len(text), None, self._quiet_db, self._quiet_long)
         out: list[int] = []
-        s_line = s_at = r_at = 0  # the line reached, its start in the stripped and the raw block
+        s_at = r_at = 0  # the start of the line reached, in the stripped and the raw block
         for h in found:
             if h < s_at:
                 continue  # (the line already given)
@@ -322,7 +316,6 @@ class Prefilter:
             if k:
                 s_at = text.rfind(b"\n", s_at, h) + 1
                 r_at = _after_newlines(raw, r_at, k)
-                s_line += k
             if not out or out[-1] != r_at:
                 out.append(r_at)
         return out
@@ -370,10 +363,7 @@ class Prefilter:
             add(to - 1)
 
         try:
-            if end < SHORT_SCAN:  # (as _scan: newlines keep the short-block engine off)
-                db.scan(view[:end].tobytes() + b"\n" * SHORT_SCAN, match_event_handler=on_match)
-            else:
-                db.scan(view[:end], match_event_handler=on_match)
+            _hs_scan(db, view[:end], on_match)
         finally:
             view.release()
         return sorted(out)
@@ -431,9 +421,20 @@ class Prefilter:
                 q.put(None)
 
 
-# an escape sequence as the reader takes it off a line (api.ANSI, over bytes): a control
+# an escape sequence as the reader takes it off a line (damage.ANSI, over bytes): a control
 # sequence (colour, cursor), or a two-byte one
-ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+ESCAPE = re.compile(ANSI.pattern.encode("ascii"))
+
+
+def _hs_scan(db, piece: memoryview, on_match: Callable, scratch: object = None) -> None:
+    r"""Scan one piece with `db`. Hyperscan's engine for short blocks misses a match ending the
+    block in some databases (a literal beside an expression such as `\*a[^\n]*`, at 17 to 34
+    bytes): newlines after a short piece, which no literal or expression holds, take it off
+    that engine and change no offset (a match in them ends past the piece: callers drop it)."""
+    if len(piece) < SHORT_SCAN:
+        db.scan(piece.tobytes() + b"\n" * SHORT_SCAN, match_event_handler=on_match, scratch=scratch)
+    else:
+        db.scan(piece, match_event_handler=on_match, scratch=scratch)
 
 
 def strip_escapes(raw: bytes) -> bytes:
