@@ -215,3 +215,23 @@ def test_a_rule_s_line_with_escape_sequences_outside_its_keywords_is_found_quiet
     assert Matcher(book).match_rule(rule, text) is not None
     buf = bytearray(line.encode() + b"\n")
     assert quiet_prefilter.find(buf, len(buf), quiet=True), line
+
+
+@pytest.mark.skipif(hsdb._hs is None, reason="Hyperscan has no wheel here")
+def test_a_pack_of_many_guarded_keywords_keeps_its_coloured_line_search():
+    """The quiet search's expression for guarded keywords on a coloured line is an alternation
+    of all of them; past Hyperscan's length limit (about 16,000 characters) the whole quiet
+    search used to be refused. Split into alternations of bounded length, it compiles for any
+    number of keywords and still finds each one on a line holding an escape byte, and only there."""
+    words = [(f"keyword number {i:04d} of a big pack".encode(), False) for i in range(900)]
+    marks = {(b"\x1b[0m", False)}
+    exprs = hsdb._split_marked(words + sorted(marks), marks, set(words))
+    assert sum(len(e) for e in exprs) > 20000 and all(len(e) < 16000 for e in exprs)
+    db = hsdb._hs_compile([], exprs)
+    for i in (0, 449, 899):
+        for line, want in ((f"\x1b[31mkeyword number {i:04d} of a big pack\x1b[0m", True),
+                           (f"plain keyword number {i:04d} of a big pack", False)):
+            hits = []
+            db.scan(line.encode(), match_event_handler=lambda *a: hits.append(a) or None)
+            assert bool(hits) == want, (i, line)
+    assert hsdb._alternations(["a" * 7000, "b", "c"]) == ["a" * 7000, "b|c"]

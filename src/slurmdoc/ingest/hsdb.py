@@ -138,13 +138,35 @@ def _split_marked(words: list[tuple[bytes, bool]], marks: set, held: set) -> lis
         if body != _hs_literal(w).decode():  # (one word: no colour code splits it, the literal finds it)
             out.append(("(?i)" if ci else "") + body)
     for ci, lits in guarded.items():
-        if lits:
-            alt = "|".join(sorted(lits))
+        for alt in _alternations(sorted(lits)):
             for m, _ in sorted(marks):
                 # a line the reader takes escape sequences off: any escape byte, not only the
                 # mark (`\x1bM`, `\x1b\\` hold no `[`, and may stand inside a rule's match)
                 mark = r"\x1b" if m.startswith(b"\x1b") else _hs_literal(m).decode()
                 out.append(("(?i)" if ci else "") + f"{mark}[^\\n]*(?:{alt})|(?:{alt})[^\\n]*{mark}")
+    return out
+
+
+# Hyperscan refuses an expression longer than about 16,000 characters; an expression above
+# repeats its alternation twice
+ALTERNATION_MAX = 6000
+
+
+def _alternations(lits: list[str]) -> list[str]:
+    """The literals as alternations of at most ALTERNATION_MAX characters each (a literal
+    longer than that stands alone): together they find what one alternation of all would, and
+    a rule pack that grows does not lose its quiet search to Hyperscan's length limit."""
+    out: list[str] = []
+    cur: list[str] = []
+    size = 0
+    for lit in lits:
+        if cur and size + 1 + len(lit) > ALTERNATION_MAX:
+            out.append("|".join(cur))
+            cur, size = [], 0
+        cur.append(lit)
+        size += len(lit) + (1 if size else 0)
+    if cur:
+        out.append("|".join(cur))
     return out
 
 
