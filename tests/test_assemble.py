@@ -493,3 +493,27 @@ def test_an_exception_chained_after_a_summary_keeps_its_whole_message():
             (ev,) = [e for e in events("\n".join([SUMMARY, *body, *exc, "", "WATCH next"])) if e.kind == "traceback" and e.first.who.rank is None]
             assert ev.lines[-len(exc):] == exc, (exc, frames)
             assert ev.lines[ev.exception_idx[-1]] == exc[0]
+
+
+def test_a_traceback_under_pythons_dropped_exception_head_is_marked_unraised_and_one_under_a_thread_head_waived():
+    """Python prints a traceback for exceptions that do not end the process: the unraisable
+    hook's `Exception ignored in|on|while ...` head (a finalizer, a callback), and a thread's
+    `Exception in thread <name>:` head. The first is marked as dropped, the second as waived
+    (that thread ended, the process did not); a traceback under any other line is neither."""
+    tb = ["Traceback (most recent call last):", '  File "w.py", line 3, in close', "    self.h.release()", "RuntimeError: handle gone"]
+    heads = {
+        "Exception ignored in: <function Writer.__del__ at 0x7f00aa>": (True, False),
+        "Exception ignored on calling ctypes callback function: <function cb at 0x7f01>": (True, False),
+        "Exception ignored while finalizing file <_io.FileIO name=3>:": (True, False),
+        "Exception in thread Thread-2 (_prefetch):": (False, True),
+        "Exception in thread reader-7:": (False, True),
+        "step 40 done": (False, False),
+        "the run printed: Exception ignored in a log message": (False, False),
+    }
+    for head, (unraised, waived) in heads.items():
+        evs = [e for e in events("\n".join([head] + tb)) if e.kind == "traceback"]
+        assert len(evs) == 1, head
+        assert (evs[0].unraised, evs[0].waived) == (unraised, waived), head
+        # the mark is the line just above: a traceback a line later is a new one
+        evs = [e for e in events("\n".join([head, "step 41 done"] + tb)) if e.kind == "traceback"]
+        assert (evs[0].unraised, evs[0].waived) == (False, False), head

@@ -74,3 +74,25 @@ def test_an_error_printed_then_raised_is_cited_at_its_traceback(write):
     path = write("t.log", "\n".join(["step 400 loss 1.2", other, *frames, f"shardlib.ShardError: {words}"]))
     d = diagnose([path])
     assert d.root_cause.source == f"{path}:2"
+
+
+def _dropped(prefix: str, head: str, exc: str) -> list[str]:
+    return [f"{prefix}{head}"] + tb(prefix, exc)
+
+
+def test_an_exception_python_dropped_is_never_the_failure_and_a_thread_exception_yields_to_other_evidence(write):
+    """`Exception ignored in: <obj>` above a traceback: Python dropped that exception (a
+    finalizer, a callback), the process went on; alone in a log it is no failure, and beside a
+    real failure it never leads, whichever comes first. A thread's `Exception in thread X:`
+    ended that thread only: alone it is all the log shows, beside other evidence it yields."""
+    ignored = _dropped("", "Exception ignored in: <function Session.__del__ at 0x7f3c>", "AttributeError: 'NoneType' object has no attribute 'close'")
+    d = diagnose([write("a.log", "\n".join(["epoch 3 done", "model saved"] + ignored))])
+    assert d.status == "no_failure" and [h.category for h in d.handled] == ["python_exception"]
+    for order in ((ignored, tb("", OOM)), (tb("", OOM), ignored)):
+        d = diagnose([write("b.log", "\n".join(order[0] + [""] + order[1]))])
+        assert d.status == "failed" and d.root_cause.category == "cuda_oom"
+    thread = _dropped("", "Exception in thread Thread-3 (_loader):", "ValueError: bad record in shard 4")
+    d = diagnose([write("c.log", "\n".join(thread))])
+    assert d.status == "failed" and d.root_cause.category == "python_exception"
+    d = diagnose([write("d.log", "\n".join(thread + ["", "step 9"] + tb("", OOM)))])
+    assert d.root_cause.category == "cuda_oom"

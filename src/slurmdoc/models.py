@@ -104,6 +104,10 @@ class Event:
     # the line before it said the error is harmless (`... it's safe to ignore this error`):
     # the printer logged it and went on (diagnosis.liveness)
     waived: bool = False
+    # Python printed it for an exception that it then dropped (`Exception ignored in: <obj>`
+    # above the traceback: raised in a `__del__`, a finalizer, a callback): the process went
+    # on, so it is never a failure, only a handled finding (diagnosis.order)
+    unraised: bool = False
 
     def origin(self) -> int:
         """Index of the exception the failure started with: the first of a chain

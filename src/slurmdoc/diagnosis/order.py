@@ -31,7 +31,9 @@ class Choice:
 def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[Liveness] = None) -> Choice:
     """The root: the strongest rung first, then the earliest; findings that their printer
     outlived (liveness) never lead."""
-    alive = (lambda f: not live.handled(f)) if live is not None else (lambda f: True)
+    # a traceback Python printed for an exception it dropped (`Exception ignored in: ...`) is
+    # handled whatever follows it: the process went on
+    alive = (lambda f: not f.event.unraised and not live.handled(f)) if live is not None else (lambda f: not f.event.unraised)
     handled = [f for f in c.causes + [g.first for g in c.symptoms.values()] + c.error_lines if not alive(f)]
     causes = unquoted([f for f in c.causes if alive(f)])
     waived = [f for f in causes if f.event.waived]

@@ -74,6 +74,14 @@ ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback|msg)
 RECORD_MESSAGE = re.compile(r'\s*"message"\s*:\s*"((?:[^"\\]|\\.)*)"?')
 # a program saying the traceback it logs next is harmless
 WAIVER = re.compile(r"(?:safe|safely) (?:to )?(?:be )?ignored?\b|can (?:be )?(?:safely )?ignored?\b|(?:you )?may ignore (?:this|the following)|ignoring (?:this|the following) (?:error|exception)", re.I)
+# Python's own heads above a traceback it prints for an exception that does not end the
+# process. The unraisable hook (`Exception ignored in: <obj>`, also `... ignored on/while ...`):
+# raised where nothing can catch it (a `__del__`, a finalizer, a callback, a thread's
+# teardown at exit) and dropped, so it is never a failure. threading's excepthook
+# (`Exception in thread <name>:`): that thread ended, the process did not; like a waived
+# traceback it yields to any other evidence (diagnosis.order)
+UNRAISED = re.compile(r"\s{0,4}Exception ignored (?:in|on|while)\b")
+THREAD_HEAD = re.compile(r"\s{0,4}Exception in thread \S.*:\s*$")
 # a launcher naming the process whose traceback it prints next (torch.multiprocessing.spawn)
 TOLD = re.compile(r"\s*-- Process (\d+) terminated with the following error:\s*$")
 EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
@@ -97,7 +105,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "entry_seq", "open_summary", "summary_done")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "unraised", "entry_seq", "open_summary", "summary_done")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -112,6 +120,7 @@ class _Stream:
         self.plain = 0  # unindented lines an exception message ran on for
         self.colon = False  # the stream's previous line ended in ':' (it may introduce a stack)
         self.waives = False  # the stream's previous line said what follows is harmless
+        self.unraised = False  # the stream's previous line was Python's head for an exception it dropped
         self.stack = False  # frames with no header, after a line introducing them
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
         self.entry_seq: Optional[int] = None  # that entry is the Root Cause: the summary's place in the order
@@ -162,7 +171,9 @@ class Assembler:
         out: list[Event] = []
         self._step(st, line, out)
         st.colon = line.text.rstrip().endswith(":")
-        st.waives = "gnor" in line.text and WAIVER.search(line.text) is not None
+        t = line.text
+        st.waives = ("gnor" in t and WAIVER.search(t) is not None) or ("in thread" in t and THREAD_HEAD.match(t) is not None)
+        st.unraised = "xception ignored" in t and UNRAISED.match(t) is not None
         self.last = (line.stream, st) if st.mode != "idle" else None
         if st.mode == "idle":
             if self.active:
@@ -258,14 +269,14 @@ class Assembler:
                 out.append(Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq))
 
     def _start(self, st: _Stream, line: LogLine, form: str, mode: str) -> Event:
-        waived = st.waives
+        waived, unraised = st.waives, st.unraised
         if st.told is not None and form == "whole":
             # `-- Process 2 terminated with the following error:` (torch.multiprocessing.spawn)
             # then the child's own traceback: that process printed it
             who = RankRef(line.source, local=st.told, node_index=line.who.node_index, via="launcher")
             line = LogLine(line.source, line.lineno, line.raw, line.offset, line.text, "rank", who, line.node, line.tag, line.ts, line.stream)
             st.told = None
-        ev = st.event = Event("traceback", line, [line.text], [line.lineno], ts=self._when(st, line), seq=self.seq, form=form, waived=waived)  # type: ignore[arg-type]
+        ev = st.event = Event("traceback", line, [line.text], [line.lineno], ts=self._when(st, line), seq=self.seq, form=form, waived=waived, unraised=unraised)  # type: ignore[arg-type]
         st.open_summary = False
         st.summary_done = False
         st.mode = mode
