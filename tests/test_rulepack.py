@@ -91,3 +91,35 @@ def test_every_pattern_is_shown_by_an_example():
             if not any(pat.search(t) for t in texts):
                 bare.append(f"{r.id} patterns[{i}]")
     assert not bare, bare
+
+
+def _setup_tb(inner: list[str], exc: str) -> str:
+    return "\n".join(["Traceback (most recent call last):", '  File "/u/run.py", line 9, in main', "    setup(rank)", *inner, exc])
+
+
+C10D = ['  File "/p/site-packages/torch/distributed/distributed_c10d.py", line 700, in _new_process_group_helper', "    pg = Backend(store, rank, size)"]
+TCP_HANDLER = ['  File "/p/site-packages/torch/distributed/rendezvous.py", line 190, in _tcp_rendezvous_handler', "    store = make_store(host, port)"]
+
+
+@pytest.mark.parametrize("inner", [C10D, TCP_HANDLER], ids=["backend-constructor", "rendezvous-handler"])
+def test_where_the_process_group_is_built_decides_the_category_unless_the_words_are_more_specific(inner):
+    """An exception raised while the process group is being built is a rendezvous failure
+    whatever its words (the frame says so, not the message); an exception whose words a more
+    specific rule knows keeps that rule's category there; the same words raised in a
+    program's own code are no rendezvous failure."""
+    from slurmdoc.engine.matcher import Matcher
+    from slurmdoc.engine.selftest import classify_text
+
+    m = Matcher(BOOK)
+
+    def category(text: str):
+        got = [x for ev, x in classify_text(m, text) if x is not None and ev.kind == "traceback"]
+        return got[0].rule.category if got else None
+
+    for words in ("RuntimeError: [enforce fail at x/y.cc:12] p != nullptr. cannot look up peer-17",
+                  "some.pkg.TransportError: handshake with 10.0.0.5 failed",
+                  "RuntimeError: address lookup for host-3 gave nothing"):
+        assert category(_setup_tb(inner, words)) == "rendezvous_error", words
+        assert category(_setup_tb(['  File "/u/model.py", line 3, in fwd', "    y = f(x)"], words)) != "rendezvous_error", words
+    assert category(_setup_tb(inner, "RuntimeError: CUDA error: an illegal memory access was encountered")) == "cuda_error"
+    assert category(_setup_tb(inner, "ValueError: world_size must be positive")) != "rendezvous_error"
