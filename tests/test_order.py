@@ -96,3 +96,27 @@ def test_an_exception_python_dropped_is_never_the_failure_and_a_thread_exception
     assert d.status == "failed" and d.root_cause.category == "python_exception"
     d = diagnose([write("d.log", "\n".join(thread + ["", "step 9"] + tb("", OOM)))])
     assert d.root_cause.category == "cuda_oom"
+
+
+def test_an_abort_right_after_an_uncaught_cpp_exception_is_explained_by_what_its_message_says(write):
+    """`terminate called after throwing an instance of 'T'` then `what(): <message>`: the
+    process aborts (SIGABRT) because of that message. When nothing else failed, the abort
+    the launcher reports next is explained by it: the message's own category leads, cited at
+    its line. A message no rule knows explains nothing (the abort stays), nor does one printed
+    by another rank than the one that aborted, or in another file."""
+    timeout = "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLGATHER, Timeout(ms)=600000) ran for 600412 milliseconds before timing out."
+    term = "terminate called after throwing an instance of 'c10::DistBackendError'"
+    exit6 = "E1127 10:00:00.1 9 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) local_rank: {r} (pid: 4242) of binary: /usr/bin/python"
+    sigterm = "W1127 10:00:00.0 9 torch/distributed/elastic/multiprocessing/api.py:890] Sending process 4240 closing signal SIGTERM"
+    path = write("a.log", "\n".join(["step 7", term, f"  what():  {timeout}", sigterm, exit6.format(r=3)]))
+    d = diagnose([path])
+    assert d.root_cause.category == "nccl_timeout" and d.root_cause.source == f"{path}:3"
+    # a message nothing classifies: the abort is all the log says
+    d = diagnose([write("b.log", "\n".join(["step 7", term, "  what():  queue drained twice", sigterm, exit6.format(r=3)]))])
+    assert d.root_cause.category == "segfault"
+    # the message on rank 2's prefix, the abort of another rank: not its words
+    d = diagnose([write("c.log", "\n".join(["[rank2]: step 7", f"[rank2]: {term}", f"[rank2]:   what():  {timeout}", exit6.format(r=5)]))])
+    assert d.root_cause.category == "segfault"
+    # in another file than the abort
+    d = diagnose([write("d1.log", "\n".join(["step 7", term, f"  what():  {timeout}"])), write("d2.log", "\n".join([sigterm, exit6.format(r=3)]))])
+    assert d.root_cause.category == "segfault"

@@ -116,6 +116,9 @@ def before(a: Finding, b: Finding) -> bool:
 
 
 TAG_PID = re.compile(r"\bpid=(\d+)")
+# an uncaught C++ exception's message: `terminate called after throwing an instance of 'T'`,
+# then `  what():  <message>`; the process aborts (SIGABRT) right after printing it
+WHAT = re.compile(r"(?:^|\s)what\(\):\s")
 
 
 def named(r: RankRef) -> bool:
@@ -160,6 +163,9 @@ class Collector:
         self.pid_findings: list[tuple[str, int, str]] = []  # (rule id, source, pid) of findings naming only a pid
         self.error_lines: list[Finding] = []  # the generic lexicon's error-like lines (bottom rung), capped
         self.clean_ends: list[Finding] = []  # lines showing a printer, or the job, ended cleanly, capped
+        # findings on an uncaught C++ exception's `what():` line: the message a process
+        # aborted with (diagnosis.order: an abort exit after one is explained by it), capped
+        self.last_words: list[Finding] = []
         # facts from outside the log (the job's accounting: job id, peak RSS), for remediation
         self.facts: dict[str, object] = {}
 
@@ -213,6 +219,7 @@ class Collector:
             self._note_hosts(event, match, refs)
             known = {r.key() for r in prev.refs}
             prev.refs.extend(r for r in refs if r.key() not in known)
+            self._note_last_words(prev, event)
             g = self.symptoms.get(rule.id)
             if g is not None:
                 for r in refs:
@@ -259,6 +266,7 @@ class Collector:
                 self.error_lines.append(f)
             return
         self.categories.setdefault(rule.category, f)
+        self._note_last_words(f, event)
         role = rule.role
         if role == "cause":
             if not self.causes.keep(f):
@@ -286,6 +294,12 @@ class Collector:
             # code (a paste, a tail), it still says that much
             if rule.spec.exit_evidence and len(self.exits) < 1000 and (nonzero(f) or (rule.spec.launcher_verdict and "exitcode" not in f.captures)):
                 self.exits.append(f)
+
+    def _note_last_words(self, f: Finding, event: Event) -> None:
+        """Keep a finding whose line is an uncaught C++ exception's `what():` message."""
+        if (event.kind == "line" and "what()" in event.lines[0] and WHAT.search(event.lines[0]) is not None
+                and len(self.last_words) < 1000 and (not self.last_words or self.last_words[-1] is not f)):
+            self.last_words.append(f)
 
     def _note_seq(self, refs: list[RankRef], caps: dict[str, str]) -> None:
         """The collective a rank timed out in (NCCL's SeqNum / last enqueued work)."""

@@ -6,6 +6,7 @@ exit is promoted.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Optional
@@ -15,6 +16,9 @@ from slurmdoc.diagnosis.ladder import rank_in_choice
 from slurmdoc.diagnosis.layout import Layout
 from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.ranks import to_int
+
+# a process ended by SIGABRT, in the words launchers and shells use
+ABORT_WORDS = re.compile(r"\bAbort(?:ed)?\b|\bSIGABRT\b|\bsignal 6\b|\b6 death signal\b")
 
 
 @dataclass
@@ -58,6 +62,7 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
         return Choice(root, promoted=root.rule.role != "cause", handled=handled)
     if symptoms or exits:
         root, stragglers = _promote(symptoms, exits, lay, all_ranks, c.skew)
+        root = explained_abort(root, [f for f in c.last_words if alive(f)], lay) or root
         return Choice(root, True, stragglers, handled=handled)
     lines = [f for f in c.error_lines if alive(f)]
     if lines:
@@ -149,6 +154,33 @@ def _promote(symptoms: dict[str, Group], exits: list[Finding], lay: Layout, all_
         return earliest([g.first for g in symptoms.values()], skew), []
     # nothing but a launcher's summary of non-zero exits (e.g. only torchrun's output)
     return earliest(exits, skew), []
+
+
+def aborted(f: Finding) -> bool:
+    """A report of a process ended by SIGABRT (exit code -6, a shell's 134, the words)."""
+    code = to_int(f.captures.get("exitcode") or f.captures.get("sig") or "")
+    if code in (-6, 134):
+        return True
+    return f.rule.category == "segfault" and ABORT_WORDS.search(f.message()) is not None
+
+
+def explained_abort(root: Finding, last_words: list[Finding], lay: Layout) -> Optional[Finding]:
+    """A process that aborted right after printing an uncaught C++ exception's message
+    (`terminate called after throwing ...`, `what(): <message>`) aborted because of what the
+    message says: the finding on that message stands for the abort when nothing else in the
+    log failed (a collective timeout on a rank the watchdog then took down). The message must
+    come before the abort, in the same file, on the same rank or with a rank unknown on either
+    side; the latest such message is the one that process printed."""
+    if not aborted(root) or root.rule.category not in ("segfault", "unknown"):
+        return None
+    own = set(lay.ranks(root.refs))
+    told = [
+        w for w in last_words
+        if w is not root and w.rule.category not in ("segfault", "unknown")
+        and w.event.first.source == root.event.first.source and before(w, root)
+        and (not own or not (theirs := set(lay.ranks(w.refs))) or own & theirs)
+    ]
+    return max(told, key=lambda w: w.seq) if told else None
 
 
 def stragglers_of(g: Group, lay: Layout, all_ranks: list[int]) -> list[int]:
