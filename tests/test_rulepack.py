@@ -123,3 +123,50 @@ def test_where_the_process_group_is_built_decides_the_category_unless_the_words_
         assert category(_setup_tb(['  File "/u/model.py", line 3, in fwd', "    y = f(x)"], words)) != "rendezvous_error", words
     assert category(_setup_tb(inner, "RuntimeError: CUDA error: an illegal memory access was encountered")) == "cuda_error"
     assert category(_setup_tb(inner, "ValueError: world_size must be positive")) != "rendezvous_error"
+
+
+STORAGE_STRERRORS = ["Input/output error", "Remote I/O error", "Structure needs cleaning", "No space left on device",
+                     "Disk quota exceeded", "File too large", "Stale file handle", "Read-only file system"]
+ON_A_PATH_ONLY = ["Permission denied", "Operation not permitted", "No such file or directory", "Is a directory", "File exists"]
+
+
+@pytest.mark.parametrize("cls", ["OSError", "IOError", "EnvironmentError", "mylib.storage.ShardReadError", None])
+def test_an_oserror_is_a_filesystem_error_by_its_errno_words_whatever_class_carries_it(cls):
+    """Python prints any OSError as `[Errno N] <strerror>` (then `: '<path>'`): the storage's own
+    failures are filesystem errors with or without a path, and whatever class carries them;
+    an errno any call returns (a socket's EACCES, a process's ENOENT) counts only on a path."""
+    from slurmdoc.engine.matcher import Matcher
+    from slurmdoc.engine.selftest import classify_text
+
+    m = Matcher(BOOK)
+
+    def category(text: str):
+        got = [x for _, x in classify_text(m, text) if x is not None]
+        return got[0].rule.category if got else None
+
+    head = f"{cls}: " if cls else ""
+    for n, words in enumerate(STORAGE_STRERRORS, 1):
+        assert category(f"{head}[Errno {n}] {words}") == "io_error", words
+        assert category(f"{head}[Errno {n}] {words}: '/vol/x/{n}.bin'") == "io_error", words
+    for n, words in enumerate(ON_A_PATH_ONLY, 1):
+        assert category(f"{head}[Errno {n}] {words}: '/vol/y/{n}'") == "io_error", words
+        assert category(f"{head}[Errno {n}] {words}") != "io_error", words
+
+
+def test_a_storage_errno_reported_by_c_code_is_a_filesystem_error_unless_warned_or_retried():
+    """C code reports an errno as its words after what failed (`<op>: <strerror>`,
+    `<path>; <strerror>`): a failure, unless the line is a warning or says it retries."""
+    from slurmdoc.engine.matcher import Matcher
+    from slurmdoc.engine.selftest import classify_text
+
+    m = Matcher(BOOK)
+
+    def category(text: str):
+        got = [x for _, x in classify_text(m, text) if x is not None]
+        return got[0].rule.category if got else None
+
+    for words in ("Input/output error", "Stale file handle", "Read-only file system", "Structure needs cleaning"):
+        for line in (f"save of /vol/ck/7 failed: {words}", f"writer: /vol/ck/7; {words}", f"open(/vol/ck/7) (errno 9 - {words})"):
+            assert category(line) == "io_error", line
+        for line in (f"WARNING save of /vol/ck/7 failed: {words}", f"read /vol/ck/7 failed: {words}, retrying"):
+            assert category(line) != "io_error", line
