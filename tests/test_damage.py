@@ -38,6 +38,20 @@ def test_markdown_fences_and_bold_lines_go():
     assert fix(pasted) == ["Error log:", *TB]
 
 
+def test_fence_lines_are_recorded_as_the_breaks_between_pasted_excerpts():
+    # each fence line (opening or closing, with a language or not) is a break; a fence glued
+    # to a log line is not a line of its own and breaks nothing; the record is bounded
+    from slurmdoc.ingest import damage
+
+    pasted = ["the run dies with:", "```text", *TB, "```", "and the bars:", "```", "step 3", " ``` ", "```" + TB[0], TB[1]]
+    breaks: list[int] = []
+    kept = [n for n, _, _ in repair(((i, ln, False) for i, ln in enumerate(pasted, 1)), breaks)]
+    assert breaks == [2, 10, 12, 14] and not set(breaks) & set(kept)
+    many: list[int] = []
+    list(repair(((i, "```", False) for i in range(1, damage.MAX_BREAKS + 50)), many))
+    assert len(many) == damage.MAX_BREAKS
+
+
 def test_asterisks_followed_by_a_space_are_a_programs_words_not_bold():
     # as in Markdown, a run of asterisks followed by a space opens no emphasis: a program's
     # banner framed by asterisks is kept whole; bold (also bold italic) still goes

@@ -174,3 +174,22 @@ def test_a_launchers_timed_failure_report_after_an_unprefixed_error_keeps_it_ali
              "[2024-04-20 18:56:38,931] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1) local_rank: 0 (pid: 358104) of binary: /usr/bin/python3"]
     d = diagnose([write("j.log", "\n".join(lines))])
     assert d.status == "failed" and d.root_cause.category == "cuda_oom" and d.root_cause.source.endswith(":1")
+
+
+def test_progress_in_another_pasted_excerpt_does_not_outlive_an_error(write):
+    # a paste of two fenced excerpts: their order is the paster's (the error quoted first, the
+    # run's progress bars below it), so the second's steps do not show the erring printer went on
+    fence = "```"
+    for info in ("", "text", "console"):
+        text = ["the run dies with:", fence + info] + TB + [fence, "and before that the bars read:", fence, "step 11 loss 1.9", "step 12 loss 1.8", fence]
+        d = diagnose([write("j.log", "\n".join(text))])
+        assert d.status == "failed" and "Connection reset" in d.root_cause.message and not d.handled, info
+    # progress after the error inside its own excerpt still outlives it, whatever a later
+    # excerpt holds (further steps, or earlier ones)
+    for later in (["step 40 loss 1.2"], ["step 3 loss 2.8"], []):
+        text = [fence, "step 10 loss 2.0"] + TB + ["step 11 loss 1.9", fence, "later:", fence] + later + [fence]
+        d = diagnose([write("j.log", "\n".join(text))])
+        assert d.status == "no_failure" and len(d.handled) == 1, later
+    # the same lines with no fence are one excerpt, as before
+    d = diagnose([write("j.log", "\n".join(TB + ["step 11 loss 1.9", "step 12 loss 1.8"]))])
+    assert d.status == "no_failure" and len(d.handled) == 1

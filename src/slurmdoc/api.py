@@ -13,7 +13,7 @@ from slurmdoc.engine.matcher import Matcher
 from slurmdoc.errors import InputError
 from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
-from slurmdoc.ingest.damage import ANSI, repair
+from slurmdoc.ingest.damage import ANSI, FENCE_WORD, repair
 from slurmdoc.ingest.prefilter import ENGINES, Prefilter
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.ingest.scan import Budget, Scan
@@ -109,7 +109,9 @@ def _prefilter(matcher: Matcher, engine: str) -> Prefilter:
         rules = matcher.book.rules
         # a colour code can split a keyword in the raw bytes (`: \x1b[31merror\x1b[0m: `): a
         # coloured line is read whole, its codes taken off, and the rules' keywords tried again
-        pf = _PREFILTERS[key] = Prefilter(keywords[0], keywords[1], engine=engine, marks=("\x1b[",),
+        # a paste's code fence is searched for too: the reader records it as a break between
+        # excerpts (damage.repair), which the exact reader sees on every line
+        pf = _PREFILTERS[key] = Prefilter([*keywords[0], FENCE_WORD], keywords[1], engine=engine, marks=("\x1b[",),
                                           guards=lambda: _superset().line_guards(rules), guards_key=lambda: _superset().guards_key(rules))
     return pf
 
@@ -170,7 +172,7 @@ def diagnose(
             prefilter = _prefilter(matcher, engine)
         except RuntimeError as e:
             raise InputError(f"SLURMDOC_PREFILTER={engine}: {e}", "install it, or use auto") from None
-    tracker = ActivityTracker()
+    tracker = ActivityTracker(sources=[i.info for i in inputs])
     observe = tracker.observe
     note = analyzer.note_stream
     seen = analyzer.seen
@@ -190,7 +192,17 @@ def diagnose(
             numbered = ((n, raw, True) for n, raw in read_lines(inp, warnings, on_bytes))
         src = inp.info
         n = 0
-        for n, raw, hit in repair(numbered):  # paste damage undone before prefixes are parsed
+        breaks = src.excerpt_breaks
+        gone = 0  # the breaks (a paste's code fences) the lines fed so far have passed
+        for n, raw, hit in repair(numbered, breaks):  # paste damage undone before prefixes are parsed
+            if len(breaks) > gone and breaks[gone] < n:
+                # a fence ended a pasted excerpt: nothing being assembled goes on past it
+                while gone < len(breaks) and breaks[gone] < n:
+                    gone += 1
+                for ev in assembler.flush():
+                    m = classify(ev)
+                    if m is not None:
+                        add(ev, m)
             parsed += 1
             assembler.quiet = not hit
             for ll in split_line(parser, src, n, raw):

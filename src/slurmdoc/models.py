@@ -30,6 +30,10 @@ class SourceInfo:
     node_index_hint: Optional[int] = None  # per-node file: node index from the path
     attempt: Optional[int] = None  # torchrun attempt_K
     first_line: int = 1  # the number its first line has in the file (a tail read on its own)
+    # the lines that end one pasted excerpt and start another (a code fence of a paste, found
+    # while reading): the order of two excerpts is the paster's, not the printer's, so nothing
+    # in one shows that a printer went on after a line in another (diagnosis.liveness)
+    excerpt_breaks: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -159,7 +163,8 @@ class RankActivity:
     progress: dict[str, ProgressMark] = field(default_factory=dict)  # marker id -> last mark
     # marker id -> ((epoch, step), source, lineno) of the last mark that went beyond every
     # earlier mark of that marker: a progress bar redrawn over steps already reached is not
-    # new progress (diagnosis.liveness)
+    # new progress (diagnosis.liveness); in an input pasted as several excerpts, keyed by
+    # (marker id, excerpt number) instead: each excerpt's progress is its own
     advanced: dict[str, tuple] = field(default_factory=dict)
     # a printer told apart from the unprefixed stream only by a host or a tag (Ray's
     # `(Worker pid=N)`): its progress says nothing of the unprefixed lines' printer

@@ -15,6 +15,10 @@ so the steps before the repeated report (a thread re-quoting the end with the li
 it) do not outlive it. Any other report is outlived by progress after its first line (a side
 service's error recurring between steps does not stop them).
 
+A paste of several excerpts (code fences between them, SourceInfo.excerpt_breaks) is read
+excerpt by excerpt: their order is the paster's, so progress or an end in one does not outlive
+a finding in another (a traceback quoted first, the run's progress bars pasted below it).
+
 A log with no prefixes is read as one printer, unless a launcher or Slurm reports a failed
 process after the error: then its lines are several processes', and progress after the
 error does not show that the one that erred went on.
@@ -28,38 +32,50 @@ or Slurm's report of a failure is never outlived by a rank's progress.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Optional
 
 from slurmdoc.diagnosis.findings import Collector, Finding, named, nonzero
 from slurmdoc.diagnosis.ladder import SIGNAL_CATEGORIES
-from slurmdoc.models import RankActivity
+from slurmdoc.models import RankActivity, SourceInfo
 
 
-def after(f: Finding, end: Finding) -> bool:
+def after(f: Finding, end: Finding, sources: list[SourceInfo]) -> bool:
     """Was `end` printed after `f`? In one input, by line number (timestamps may be partial or
-    dated differently); across inputs, by time when both carry one."""
+    dated differently) within one pasted excerpt; across inputs, by time when both carry one."""
     a, b = f.event.first, end.event.first
     if a.source == b.source:
-        return b.lineno > (f.event.linenos[-1] if f.event.linenos else a.lineno)
+        last = f.event.linenos[-1] if f.event.linenos else a.lineno
+        return b.lineno > last and one_excerpt(sources[a.source], last, b.lineno)
     return f.ts is not None and end.ts is not None and end.ts > f.ts
+
+
+def one_excerpt(src: SourceInfo, a: int, b: int) -> bool:
+    """Are lines a < b of one input in the same pasted excerpt (no code fence between them)?
+    A paste's excerpts are in the order the paster chose: a traceback quoted first and the
+    run's progress bars below it say nothing of which came first."""
+    breaks = src.excerpt_breaks
+    return not breaks or bisect_left(breaks, b) == bisect_left(breaks, a)
 
 
 class Liveness:
     def __init__(self, c: Collector, activity: Optional[list[RankActivity]]) -> None:
         self.c = c
         self.ranked = ranked = {stream[0] for stream in c.seen}  # sources with ranked printers
-        # printer -> (source, line) of its last progress mark that went beyond all earlier
-        # ones (a bar redrawn over steps it had already reached is not progress)
-        self.progress: dict[tuple, tuple[int, int]] = {}
+        # printer -> (source, excerpt) -> line of its last progress mark that went beyond all
+        # earlier ones there (a bar redrawn over steps it had already reached is not progress)
+        self.progress: dict[tuple, dict[tuple[int, int], int]] = {}
         for a in activity or []:
             if a.who.rank is None and a.who.label is None and a.who.local is None and a.who.source in ranked:
                 continue  # unprefixed lines among ranked ones: any rank's, not one printer's
             if a.tagged:
                 continue  # told apart only by a host or a tag: one of several printers that
                 # share the unprefixed stream's key, never the unprefixed printer itself
-            marks = [(src, line) for _, src, line in a.advanced.values()]
-            if marks:
-                self.progress[a.who.key()] = max(marks)
+            if a.advanced:
+                marks = self.progress.setdefault(a.who.key(), {})
+                for k, (_, src, line) in a.advanced.items():
+                    at = (src, k[1] if isinstance(k, tuple) else 0)
+                    marks[at] = max(marks.get(at, 0), line)
         self.job_ends = [f for f in c.clean_ends if f.event.first.origin != "rank"]
         self.rank_ends: dict[tuple, list[Finding]] = {}
         for f in c.clean_ends:
@@ -90,7 +106,7 @@ class Liveness:
         # by a clean end: a run that ends in that state ended diverged, however it says it ended
         ends = () if f.rule.spec.persists else self.job_ends
         for end in ends:
-            if after(f, end):
+            if after(f, end, self.c.sources):
                 if end.event.first.origin == "unknown" and not named(first.who) and self._exit_after(f):
                     continue  # an unprefixed end line may be another process's (see above)
                 return self.c.src(end)
@@ -104,11 +120,12 @@ class Liveness:
             # a state repeated up to here, or a process's end reported again here, is outlived
             # only after it
             last = max(last, f.repeated_at)
-        mark = self.progress.get(key)
-        if mark is not None and mark[0] == first.source and mark[1] > last and not (not named(first.who) and self._exit_after(f)):
-            return f"{self.c.sources[mark[0]].path}:{mark[1]}"
+        src = self.c.sources[first.source]
+        mark = self.progress.get(key, {}).get((first.source, bisect_left(src.excerpt_breaks, last)))
+        if mark is not None and mark > last and not (not named(first.who) and self._exit_after(f)):
+            return f"{src.path}:{mark}"
         for end in () if f.rule.spec.persists else self.rank_ends.get(key, ()):
-            if after(f, end):
+            if after(f, end, self.c.sources):
                 return self.c.src(end)
         return None
 

@@ -14,6 +14,7 @@ the tests run): Megatron's `iteration  120/ 1000 |`, tqdm bars, `step 120`, Deep
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -24,11 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from slurmdoc.engine.loader import parsed_yaml
 from slurmdoc.engine.safeyaml import safe_loader
 from slurmdoc.engine.matcher import trie_regex
-from slurmdoc.models import LogLine, ProgressMark, RankActivity
+from slurmdoc.models import LogLine, ProgressMark, RankActivity, SourceInfo
 
 MAX_PRINTERS = 200_000  # beyond this many rank streams, new ones are not tracked
 MAX_TEXT = 300  # characters of a line kept for the report
 MAX_SCAN = 2000  # characters of a line searched for a progress marker
+MAX_EXCERPT_MARKS = 4096  # (marker, excerpt) pairs whose progress is kept per printer
 
 
 class _Strict(BaseModel):
@@ -142,8 +144,9 @@ def read_progress(markers, text: str) -> Optional[tuple[Marker, int, Optional[in
 class ActivityTracker:
     """Observe rank lines; `result()` gives one RankActivity per printer."""
 
-    def __init__(self, markers=None) -> None:
+    def __init__(self, markers=None, sources: Optional[list[SourceInfo]] = None) -> None:
         self.markers = tuple(markers) if markers is not None else bundled_markers()
+        self.sources = sources  # their excerpt breaks (a paste's code fences) part their progress
         # one cheap search decides whether a line can hold progress at all: the fewest
         # keywords that cover them all, factored as a trie (see engine.matcher.trie_regex)
         parts = []
@@ -187,9 +190,19 @@ class ActivityTracker:
         mk, step, epoch, total = found
         rec.progress[mk.id] = ProgressMark(mk.id, mk.label, step, epoch, total, ll.source, ll.lineno, ll.ts or rec.last_ts, kept)
         at = (-1 if epoch is None else epoch, step)
-        best = rec.advanced.get(mk.id)
-        if best is None or at > best[0]:
-            rec.advanced[mk.id] = (at, ll.source, ll.lineno)
+        # progress is read within one pasted excerpt: another may be an earlier or a later
+        # part of the run, or another run (SourceInfo.excerpt_breaks)
+        key = mk.id
+        if self.sources is not None and ll.source < len(self.sources):
+            breaks = self.sources[ll.source].excerpt_breaks
+            if breaks:
+                key = (mk.id, bisect_left(breaks, ll.lineno))
+        best = rec.advanced.get(key)
+        if best is None:
+            if len(rec.advanced) < MAX_EXCERPT_MARKS:
+                rec.advanced[key] = (at, ll.source, ll.lineno)
+        elif at > best[0]:
+            rec.advanced[key] = (at, ll.source, ll.lineno)
 
     def result(self) -> list[RankActivity]:
         return list(self._recs.values())

@@ -25,7 +25,9 @@ It streams: lines are held back only while a decision needs the next few (a line
 column being confirmed, a line that may have been wrapped), never more than `MAX_HOLD`
 lines. Clean input takes a fast path that costs a length comparison and two cheap checks
 per line. Nothing is ever dropped except lines that are decoration only (a bare fence, an
-empty `**` line); a joined line keeps the number of its first piece.
+empty `**` line); a joined line keeps the number of its first piece. A bare fence line's
+number is recorded as a break between pasted excerpts (`repair(..., breaks)`): the reader ends
+whatever it was assembling there, and liveness reads each excerpt's progress on its own.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ LOST_ESC_HEAD = re.compile(r"(?:\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\]))+(?=\S)"
 LOST_ESC = re.compile(r"\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\])")
 
 QUOTE = re.compile(r"(?:>(?: |$))+")  # Markdown quote marks: `>` then a space or the line's end
+FENCE_WORD = "```"  # what every fence line the reader records holds (the fast reader searches for it)
 FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or without a language
 FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
 RAY_REPEAT = re.compile(r" ?\[repeated \d+x across cluster\]$")
@@ -74,6 +77,7 @@ LABEL = re.compile(r" {0,8}\d{1,6}: ")  # srun --label: a record start only wher
 BOX_EDGES = frozenset("│┃║╮╯╰╭┐┘└┌|")  # a drawn box's borders
 MIN_WIDTH = 60  # narrower "wrapping" is a program's own fixed-width output
 MAX_WIDTH = 4096
+MAX_BREAKS = 10_000  # fence lines kept per input (bounded whatever the input)
 WIDTH_CONFIRM = 3  # wrapped pairs at the greatest length before it is taken as a wrap width
 # the columns terminals, editors and web forms wrap at: one line of such a length, the
 # longest so far, split inside a word, is evidence enough of a wrap
@@ -87,7 +91,8 @@ MAX_HOLD = 64  # lines held back at most, whatever the input
 class Repair:
     """The paste-damage state of one input (one stream of physical lines)."""
 
-    def __init__(self) -> None:
+    def __init__(self, breaks: Optional[list[int]] = None) -> None:
+        self.breaks = breaks  # where a fence ends one pasted excerpt (SourceInfo.excerpt_breaks)
         self.cr_lines: Optional[bool] = None  # does this input end its lines with a lone \r?
         self.renumber = 0  # lines added by splitting \r-ended lines (later numbers shift)
         # line-number column
@@ -159,6 +164,8 @@ class Repair:
             raw = raw[m.end():]  # a quoted reply's marks (`>>>`, `>text` are no quote)
         if "`" in raw:
             if FENCE.match(raw):
+                if self.breaks is not None and len(self.breaks) < MAX_BREAKS:
+                    self.breaks.append(n)
                 return  # decoration only
             if raw.startswith("```"):
                 raw = FENCE_HEAD.sub("", raw, 1)
@@ -428,9 +435,11 @@ def _cr_ended(raw: str) -> bool:
     return len(pieces) - bars >= 3 and bars < len(pieces) - bars
 
 
-def repair(lines: Iterable[Line]) -> Iterator[Line]:
-    """The lines of one input with paste damage undone (see the module's docstring)."""
-    r = Repair()
+def repair(lines: Iterable[Line], breaks: Optional[list[int]] = None) -> Iterator[Line]:
+    """The lines of one input with paste damage undone (see the module's docstring); the
+    numbers of its fence lines, which end one pasted excerpt and start another, are added to
+    `breaks` (at most MAX_BREAKS)."""
+    r = Repair(breaks)
     first = _SUSPECT_FIRST
     for item in lines:
         raw = item[1]
