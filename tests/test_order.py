@@ -80,11 +80,11 @@ def _dropped(prefix: str, head: str, exc: str) -> list[str]:
     return [f"{prefix}{head}"] + tb(prefix, exc)
 
 
-def test_an_exception_python_dropped_is_never_the_failure_and_a_thread_exception_yields_to_other_evidence(write):
+def test_an_exception_python_dropped_is_never_the_failure_but_a_thread_exception_is_an_error_like_any(write):
     """`Exception ignored in: <obj>` above a traceback: Python dropped that exception (a
     finalizer, a callback), the process went on; alone in a log it is no failure, and beside a
-    real failure it never leads, whichever comes first. A thread's `Exception in thread X:`
-    ended that thread only: alone it is all the log shows, beside other evidence it yields."""
+    real failure it never leads, whichever comes first. A thread's `Exception in thread X:` is a
+    real exception that stopped that thread's work: judged like any error, earliest first."""
     ignored = _dropped("", "Exception ignored in: <function Session.__del__ at 0x7f3c>", "AttributeError: 'NoneType' object has no attribute 'close'")
     d = diagnose([write("a.log", "\n".join(["epoch 3 done", "model saved"] + ignored))])
     assert d.status == "no_failure" and [h.category for h in d.handled] == ["python_exception"]
@@ -94,7 +94,10 @@ def test_an_exception_python_dropped_is_never_the_failure_and_a_thread_exception
     thread = _dropped("", "Exception in thread Thread-3 (_loader):", "ValueError: bad record in shard 4")
     d = diagnose([write("c.log", "\n".join(thread))])
     assert d.status == "failed" and d.root_cause.category == "python_exception"
-    d = diagnose([write("d.log", "\n".join(thread + ["", "step 9"] + tb("", OOM)))])
+    d = diagnose([write("d.log", "\n".join(thread + [""] + tb("", OOM)))])
+    assert d.root_cause.category == "python_exception" and d.root_cause.source.endswith("d.log:4")
+    # the process went on stepping after it: outlived, the later error leads
+    d = diagnose([write("e.log", "\n".join(thread + ["", "step 9"] + tb("", OOM)))])
     assert d.root_cause.category == "cuda_oom"
 
 

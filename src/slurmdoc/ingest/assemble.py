@@ -74,14 +74,13 @@ ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback|msg)
 RECORD_MESSAGE = re.compile(r'\s*"message"\s*:\s*"((?:[^"\\]|\\.)*)"?')
 # a program saying the traceback it logs next is harmless
 WAIVER = re.compile(r"(?:safe|safely) (?:to )?(?:be )?ignored?\b|can (?:be )?(?:safely )?ignored?\b|(?:you )?may ignore (?:this|the following)|ignoring (?:this|the following) (?:error|exception)", re.I)
-# Python's own heads above a traceback it prints for an exception that does not end the
-# process. The unraisable hook (`Exception ignored in: <obj>`, also `... ignored on/while ...`):
-# raised where nothing can catch it (a `__del__`, a finalizer, a callback, a thread's
-# teardown at exit) and dropped, so it is never a failure. threading's excepthook
-# (`Exception in thread <name>:`): that thread ended, the process did not; like a waived
-# traceback it yields to any other evidence (diagnosis.order)
+# Python's own head above a traceback it prints for an exception it drops, the unraisable
+# hook's (`Exception ignored in: <obj>`, also `... ignored on/while ...`): raised where nothing
+# can catch it (a `__del__`, a finalizer, a callback, a thread's teardown at exit), so it is
+# never a failure. (threading's `Exception in thread <name>:` is no such head: that thread's
+# work stopped, and what follows from it is judged as any error is, earliest first, outlived
+# when its printer goes on)
 UNRAISED = re.compile(r"\s{0,4}Exception ignored (?:in|on|while)\b")
-THREAD_HEAD = re.compile(r"\s{0,4}Exception in thread \S.*:\s*$")
 # a launcher naming the process whose traceback it prints next (torch.multiprocessing.spawn)
 TOLD = re.compile(r"\s*-- Process (\d+) terminated with the following error:\s*$")
 EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
@@ -105,7 +104,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "unraised", "entry_seq", "open_summary", "summary_done")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "unraised", "unraised_open", "entry_seq", "open_summary", "summary_done")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -121,6 +120,7 @@ class _Stream:
         self.colon = False  # the stream's previous line ended in ':' (it may introduce a stack)
         self.waives = False  # the stream's previous line said what follows is harmless
         self.unraised = False  # the stream's previous line was Python's head for an exception it dropped
+        self.unraised_open = False  # ... and that head's object was cut by a line break (`... of` / `<obj>>`)
         self.stack = False  # frames with no header, after a line introducing them
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
         self.entry_seq: Optional[int] = None  # that entry is the Root Cause: the summary's place in the order
@@ -172,8 +172,13 @@ class Assembler:
         self._step(st, line, out)
         st.colon = line.text.rstrip().endswith(":")
         t = line.text
-        st.waives = ("gnor" in t and WAIVER.search(t) is not None) or ("in thread" in t and THREAD_HEAD.match(t) is not None)
-        st.unraised = "xception ignored" in t and UNRAISED.match(t) is not None
+        st.waives = "gnor" in t and WAIVER.search(t) is not None
+        if "xception ignored" in t and UNRAISED.match(t) is not None:
+            # the head names the object; a long repr wraps onto one more line, ending in `>`
+            st.unraised, st.unraised_open = True, not t.rstrip().endswith((">", ":"))
+        else:
+            st.unraised = st.unraised_open and t.rstrip().endswith(">")
+            st.unraised_open = False
         self.last = (line.stream, st) if st.mode != "idle" else None
         if st.mode == "idle":
             if self.active:
