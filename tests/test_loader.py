@@ -601,3 +601,38 @@ def test_raised_in_is_for_traceback_rules_and_its_regexes_are_checked(tmp_path):
         load_pack(pack(tmp_path, "a.yaml", body.replace("{rx}", "storage(").replace("{scope}", "traceback")), "t")
     rules = load_pack(pack(tmp_path, "a.yaml", body.replace("{rx}", "storage\\.py").replace("{scope}", "traceback")), "t")
     assert [rx.pattern for rx in rules[0].raised_in] == ["storage\\.py"]
+
+
+# ---- signals a rule claims, and rules that report signals ----------------------------------
+
+def _claiming(signals: str, category: str = "killed") -> str:
+    return GOOD.replace(', "Check {missing_group_free_line}"', "").replace(
+        "category: io_error", f"category: {category}\nsignals: {signals}")
+
+
+@pytest.mark.parametrize("signals", ["[SIGNOTHING]", "[0]", "[200]", "[Killed]"])
+def test_a_claimed_signal_must_be_a_signal_name_or_number(tmp_path, signals):
+    d = pack(tmp_path, "a.yaml", _claiming(signals))
+    with pytest.raises(RuleError, match="signals"):
+        load_pack(d, "user")
+
+
+def test_a_signal_is_claimed_by_one_rule_at_most(tmp_path):
+    # a user rule claiming a signal the bundled pack already gives to another rule would make
+    # the signal's reports depend on the order the pack was read in
+    d = pack(tmp_path, "my-kill.yaml", _claiming("[9]"))
+    with pytest.raises(RuleError, match="also claimed"):
+        load_rulebook([str(d)])
+
+
+def test_a_user_rule_replacing_the_claimer_takes_its_claim(tmp_path):
+    d = pack(tmp_path, "killed-sigkill.yaml", _claiming("[SIGKILL]"))
+    book = load_rulebook([str(d)])
+    assert book.claimer(9) is book.by_id("killed-sigkill") and book.claimer(9).pack == str(d)
+
+
+def test_a_signal_reporter_must_capture_the_signal(tmp_path):
+    text = GOOD.replace(', "Check {missing_group_free_line}"', "").replace("category: io_error", "category: unknown\nreports_signal: true")
+    d = pack(tmp_path, "a.yaml", text)
+    with pytest.raises(RuleError, match="sig"):
+        load_pack(d, "user")

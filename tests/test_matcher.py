@@ -330,3 +330,104 @@ def test_raised_in_classifies_an_exception_by_the_frame_that_raised_it(tmp_path)
     assert m.classify(tb_event(chained)) is None
     # no frame at all (an exception line alone): nothing says where it was raised
     assert m.classify(tb_event(["OSError: Broken link"])) is None
+
+
+# ---- a report of a process ended by a signal is the finding of the rule claiming it --------
+
+REPORTER = """\
+title: ended by a signal
+category: unknown
+role: symptom
+reports_signal: true
+keywords: ["signal"]
+patterns: ['ended by signal (?P<sig>-?\\w+)']
+remediation: {summary: s}
+examples: {match: [x], no_match: [y]}
+"""
+CLAIMER = """\
+title: {title}
+category: {cat}
+role: cause
+priority: 60
+signals: [{sigs}]
+keywords: ["never printed"]
+patterns: ['never printed']
+remediation: {{summary: s}}
+examples: {{match: [x], no_match: [y]}}
+"""
+
+
+def _classified(book, text):
+    from slurmdoc.engine.selftest import classify_text
+
+    got = [m for _, m in classify_text(Matcher(book), text) if m is not None]
+    assert len(got) == 1, got
+    return got[0]
+
+
+@pytest.mark.parametrize("said, claimer", [
+    ("9", "kill"), ("SIGKILL", "kill"), ("Killed", "kill"), ("-9", "kill"),
+    ("11", "crash"), ("SIGBUS", "crash"), ("SIGFPE", "crash"),
+    ("13", "ended-by-a-signal"), ("SIGPIPE", "ended-by-a-signal"),
+])
+def test_a_signal_report_becomes_the_claiming_rule_s_finding(tmp_path, said, claimer):
+    book = book_of(tmp_path, ("ended-by-a-signal", REPORTER),
+                   ("kill", CLAIMER.format(title="k", cat="killed", sigs="SIGKILL")),
+                   ("crash", CLAIMER.format(title="c", cat="segfault", sigs="11, 7, SIGFPE")))
+    m = _classified(book, f"worker 3 ended by signal {said}")
+    assert m.rule.id == claimer and m.captures["sig"] == said
+    # the reporter is kept, so a rule's examples and `rules try` can say whose words matched
+    assert m.via == (None if claimer == "ended-by-a-signal" else "ended-by-a-signal")
+
+
+# the contract's categories of a process ended by a signal (shared/notes/contract.md): a
+# SIGKILL with no word of why is `killed`, the native crashes are `segfault`
+CONTRACT = {9: "killed", 11: "segfault", 7: "segfault", 4: "segfault", 8: "segfault", 6: "segfault"}
+# each signal as reporters name it: number, SIG name, the C library's words, zsh's words
+NAMES = {9: ("9", "SIGKILL", "Killed", "killed"), 11: ("11", "SIGSEGV", "Segmentation fault", "segmentation fault"),
+         7: ("7", "SIGBUS", "Bus error", "bus error"), 4: ("4", "SIGILL", "Illegal instruction", "illegal hardware instruction"),
+         8: ("8", "SIGFPE", "Floating point exception", "floating point exception"), 6: ("6", "SIGABRT", "Aborted", "abort")}
+NOUNS = ("worker", "DataLoader worker (pid 4411)", "child process 77", "job 3", "the reader process")
+VERBS = ("is killed by signal:", "was terminated by signal", "exited due to signal", "died from signal", "crashed with signal")
+
+
+@pytest.mark.parametrize("signum", sorted(CONTRACT))
+def test_any_reporter_s_words_for_a_signal_death_give_the_contract_s_category(signum):
+    from slurmdoc.engine.loader import load_rulebook
+
+    book = load_rulebook()
+    for i, name in enumerate(NAMES[signum]):
+        if name.lower() == name and not name.isdigit():
+            continue  # zsh's lower-case words are the shell's own report, tested below
+        noun, verb = NOUNS[i % len(NOUNS)], VERBS[(i + signum) % len(VERBS)]
+        text = f"ERROR: {noun} {verb} {name}. Stopping."
+        m = _classified(book, text)
+        assert m.rule.category == CONTRACT[signum], (text, m.rule.id)
+
+
+@pytest.mark.parametrize("signum", sorted(CONTRACT))
+def test_a_shell_s_report_of_a_job_a_signal_ended_gives_the_contract_s_category(signum):
+    from slurmdoc.engine.loader import load_rulebook
+
+    book = load_rulebook()
+    c_words, zsh_words = NAMES[signum][2], NAMES[signum][3]
+    for text in (f"/opt/jobs/run.sh: line 40: 18832 {c_words}{' ' * max(2, 24 - len(c_words))}python fit.py",
+                 f"[2]+  {c_words}{' ' * max(2, 24 - len(c_words))}python fit.py --lr 3e-4",
+                 f"zsh: {zsh_words}  python fit.py",
+                 f"[1]  + 18832 {zsh_words}     python fit.py",
+                 f"{c_words} (core dumped)"):
+        m = _classified(book, text)
+        assert m.rule.category == CONTRACT[signum], (text, m.rule.id)
+
+
+@pytest.mark.parametrize("text", [
+    "Lost a worker. Possible causes: it was killed by SIGKILL, or it crashed with SIGSEGV.",
+    "A task's process went away. Common causes include: (1) killed by SIGKILL from the OOM killer, (2) it crashed due to SIGBUS.",
+    "Your step might have been killed by signal 9 when it used more memory than it asked for.",
+])
+def test_a_signal_named_as_a_possible_cause_is_no_report(text):
+    from slurmdoc.engine.loader import load_rulebook
+    from slurmdoc.engine.selftest import classify_text
+
+    got = [m for _, m in classify_text(Matcher(load_rulebook()), text) if m is not None]
+    assert not [m for m in got if m.rule.category in ("killed", "segfault")], got

@@ -237,7 +237,9 @@ def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factor
     elif rule.role == "symptom" or rule.spec.exit_evidence:
         # a launcher summary whose entry carries the rank's own evidence (its `traceback :`
         # field) becomes that rank's event; the summary is then its launcher's verdict on it
-        assert rule.id in found or (rule.spec.launcher_verdict and any(v.rank == got.root_cause.rank for v in got.launcher_verdicts))
+        # a reporter's words for a signal another rule claims (`signals`) are that rule's finding
+        claimers = {r.id for r in BOOK.rules if r.signums} if rule.spec.reports_signal else set()
+        assert rule.id in found or found & claimers or (rule.spec.launcher_verdict and any(v.rank == got.root_cause.rank for v in got.launcher_verdicts))
     # a pure context rule (an attempt boundary) is evidence for others, never a finding itself
     assert projection(got) == projection(got_alone)
     # an exception message may run on over the unindented lines after it (multi-line

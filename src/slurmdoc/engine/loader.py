@@ -64,6 +64,7 @@ class Rule:
     groups: frozenset[str] = frozenset()
     known_ranks: Optional[object] = None  # `known_ranks` regex (compiled on first use for a pack checked before)
     replaces: Optional[str] = None  # file of the rule with the same id this one replaced
+    signums: frozenset[int] = frozenset()  # the numbers of the signals the rule stands for (`signals`)
 
     @property
     def category(self) -> str:
@@ -77,12 +78,19 @@ class Rule:
 @dataclass
 class Rulebook:
     rules: list[Rule]
+    _claims: Optional[dict[int, Rule]] = field(default=None, repr=False)
 
     def by_id(self, rule_id: str) -> Optional[Rule]:
         for r in self.rules:
             if r.id == rule_id:
                 return r
         return None
+
+    def claimer(self, signum: Optional[int]) -> Optional[Rule]:
+        """The rule whose `signals` hold this signal number, if any."""
+        if self._claims is None:
+            self._claims = {n: r for r in self.rules for n in r.signums}
+        return self._claims.get(signum) if signum is not None else None
 
 
 def bundled_rules_dir() -> Path:
@@ -356,6 +364,8 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
             if fld == "patterns":
                 groups.update(NAMED_GROUP.findall(p) if released else c.groupindex)
     allowed = groups | set(BUILTIN_PLACEHOLDERS)
+    if spec.signals:
+        allowed.add("sig")  # a reporter's capture of the signal (`reports_signal`) comes with its findings
     rem = spec.remediation
     for i, item in enumerate(rem.fix):
         if not isinstance(item, FixWhen):
@@ -387,6 +397,14 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
             for n in sorted(used):
                 if n not in allowed:
                     raise RuleError(fname, stem, fld, f"placeholder '{{{n}}}' names no capture group (groups: {', '.join(sorted(groups)) or 'none'})")
+    signums: set[int] = set()
+    for i, sig in enumerate(spec.signals):
+        n = signal_number(sig)
+        if n is None:
+            raise RuleError(fname, stem, f"signals[{i}]", f"'{sig}' is not a signal (a name such as SIGKILL, or its number)")
+        signums.add(n)
+    if spec.reports_signal and "sig" not in groups:
+        raise RuleError(fname, stem, "reports_signal", "the patterns need a group `sig` that captures the signal")
     for i, ex in enumerate(spec.examples.matches()):
         for k in ex.captures:
             if k not in groups:
@@ -407,7 +425,7 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
         passed.add(digest)
     if digest is not None and fresh is not None:
         fresh[digest] = data
-    return Rule(stem, spec, fname, pack, patterns, excludes, raised_in, keywords, frozenset(groups), known)
+    return Rule(stem, spec, fname, pack, patterns, excludes, raised_in, keywords, frozenset(groups), known, signums=frozenset(signums))
 
 
 def _check_sizes(spec: RuleSpec, fname: str, stem: str, measure: bool = True) -> None:
@@ -578,4 +596,28 @@ def load_rulebook(extra_dirs: Optional[list[str]] = None) -> Rulebook:
     if not merged:
         raise RuleError(", ".join(extra_dirs or []) or "rules", None, None, "no rules found")
     check_keywords(list(merged.values()), ", ".join(extra_dirs or []) or str(bundled))
+    check_signals(list(merged.values()))
     return Rulebook(sorted(merged.values(), key=lambda r: r.id))
+
+
+def signal_number(v) -> Optional[int]:
+    """A signal's number from a rule's `signals` entry: a name (`SIGKILL`) or a number."""
+    from slurmdoc.slurm.exitcodes import SIGNALS
+
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v if 0 < v < 128 else None
+    if isinstance(v, str) and v.strip().isdigit():
+        return signal_number(int(v.strip()))
+    name = str(v).strip().upper()
+    return next((n for n, (nm, _) in SIGNALS.items() if nm == name and nm.startswith("SIG")), None)
+
+
+def check_signals(rules: list[Rule]) -> None:
+    """Each signal is claimed by one rule at most (else which rule a signal's report is
+    would depend on the order the pack was read in)."""
+    seen: dict[int, Rule] = {}
+    for r in sorted(rules, key=lambda r: r.id):
+        for n in sorted(r.signums):
+            if n in seen:
+                raise RuleError(r.file, r.id, "signals", f"signal {n} is also claimed by rule {seen[n].id} ({seen[n].file})")
+            seen[n] = r

@@ -12,6 +12,7 @@ import regex
 
 from slurmdoc.diagnosis.ranks import to_int
 from slurmdoc.frames import frames
+from slurmdoc.engine.template import signum
 from slurmdoc.engine.loader import MATCH_TIMEOUT, NOT_RE_SYNTAX, Rule, Rulebook, _sre, _sre_parse
 from slurmdoc.models import Event
 
@@ -30,6 +31,7 @@ class Match:
     known_ranks: tuple[int, ...] = ()  # ranks the text shows exist (rule field known_ranks)
     entries: tuple[dict[str, str], ...] = ()  # per known rank, the known_ranks regex's named groups (node, pid, exitcode)
     pattern: int = 0  # which of the rule's patterns matched (earlier ones are the more specific)
+    via: Optional[str] = None  # the `reports_signal` rule whose words matched, when `rule` is the signal's claimer
 
 
 def trie_regex(words: list[str]) -> str:
@@ -229,6 +231,10 @@ class Matcher:
                 start, caps, pattern = m
                 line_index = event.origin() if start < 0 else text.count("\n", 0, start)
                 known, entries = self._known(rule, text)
+                if rule.spec.reports_signal:
+                    owner = self.book.claimer(signum(caps.get("sig")))
+                    if owner is not None and owner is not rule and not self.gave_up(owner):
+                        return Match(owner, caps, line_index, known, entries, pattern, via=rule.id)
                 return Match(rule, caps, line_index, known, entries, pattern)
         return None
 

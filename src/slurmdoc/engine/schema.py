@@ -156,6 +156,13 @@ class RuleSpec(_Strict):
     # named inside an error message (below a prefix, a file name and a launcher)
     rank_source: Literal["launcher", "message"] = "launcher"
     clean_end: bool = False  # the line shows its printer (or the job) ended cleanly
+    # the signals this rule stands for (`SIGKILL`, or a number): a report of a process ended
+    # by one of them, in any reporter's words (a rule with `reports_signal`), is this rule's
+    signals: list[Union[str, int]] = []
+    # the rule's patterns are reporters' words for a process ended by a signal, captured in
+    # the group `sig` (`9`, `-9`, `SIGKILL`, `Killed`): a match is a finding of the rule
+    # whose `signals` hold that signal, and this rule's only when no rule claims it
+    reports_signal: bool = False
     persists: bool = False  # a state, not an event: judged at its printer's last repetition
 
     @field_validator("exclude", "raised_in", "refine_with", "keywords", "patterns", "label", mode="before")

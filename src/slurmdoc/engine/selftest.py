@@ -46,7 +46,7 @@ def check_rule(rule: Rule, matcher: Matcher) -> list[ExampleResult]:
     ex = rule.spec.examples
     for i, example in enumerate(ex.matches()):
         got = [m for _, m in classify_text(matcher, example.text) if m is not None]
-        mine = [m for m in got if m.rule.id == rule.id]
+        mine = [m for m in got if rule.id in (m.rule.id, m.via)]
         if not mine:
             others = ", ".join(sorted({m.rule.id for m in got})) or "no rule"
             results.append(ExampleResult(rule.id, "match", i, False, f"not classified as {rule.id} (got: {others})"))
@@ -59,10 +59,10 @@ def check_rule(rule: Rule, matcher: Matcher) -> list[ExampleResult]:
         else:
             results.append(ExampleResult(rule.id, "match", i, True, "ok"))
     for i, text in enumerate(ex.no_match):
-        got = [m for _, m in classify_text(matcher, text) if m is not None and m.rule.id == rule.id]
+        got = [m for _, m in classify_text(matcher, text) if m is not None and rule.id in (m.rule.id, m.via)]
         results.append(ExampleResult(rule.id, "no_match", i, not got, "ok" if not got else f"{rule.id} matched text it must not match"))
     for i, text in enumerate(ex.todo_match):
-        got = [m for _, m in classify_text(matcher, text) if m is not None and m.rule.id == rule.id]
+        got = [m for _, m in classify_text(matcher, text) if m is not None and rule.id in (m.rule.id, m.via)]
         results.append(ExampleResult(rule.id, "todo_match", i, not got, "known miss" if not got else "now matches: move it to match"))
     return results
 

@@ -118,10 +118,12 @@ def size(n) -> Optional[str]:
 SHELL_WORDS = {
     "segmentation fault": 11, "bus error": 7, "illegal instruction": 4, "floating point exception": 8,
     "aborted": 6, "abort": 6, "killed": 9, "terminated": 15, "hangup": 1, "interrupt": 2,
+    # zsh's words (for SIGILL and SIGABRT), and a DataLoader worker's handler's (SIGFPE)
+    "illegal hardware instruction": 4, "iot instruction": 6, "floating-point exception": 8,
 }
 
 
-def _signum(v) -> Optional[int]:
+def signum(v) -> Optional[int]:
     """A signal number from how launchers print one: `-9` (a Python exit code), `137`
     (a shell's 128+N), `9`, a name, `SIGKILL`, or a shell's words, `Bus error`."""
     if isinstance(v, str) and v.strip().upper().startswith("SIG"):
@@ -145,7 +147,7 @@ def signal(v) -> Optional[str]:
     """'SIGFPE (signal 8)' from -8, 136, 8 or 'SIGFPE'."""
     from slurmdoc.slurm.exitcodes import SIGNALS
 
-    n = _signum(v)
+    n = signum(v)
     if n is None:
         return None
     name = SIGNALS.get(n, (None, None))[0]
@@ -156,7 +158,7 @@ def signal_label(v) -> Optional[str]:
     """'SIGBUS, bus error': a signal's name and its short words, for a verdict line."""
     from slurmdoc.slurm.exitcodes import SIGNAL_WORDS, SIGNALS
 
-    n = _signum(v)
+    n = signum(v)
     if n is None:
         return None
     name = SIGNALS.get(n, (f"signal {n}", ""))[0]
@@ -172,7 +174,7 @@ def signal_meaning(v) -> Optional[str]:
     """What a signal usually means, from the same forms as signal()."""
     from slurmdoc.slurm.exitcodes import SIGNALS
 
-    n = _signum(v)
+    n = signum(v)
     return SIGNALS[n][1] if n in SIGNALS else None
 
 
