@@ -250,3 +250,54 @@ def test_every_launcher_mark_holds_a_word_the_cheap_test_looks_for():
     """A line is tried for a launcher's marks only when its head holds one of LAUNCHER_WORDS:
     a mark without any of them would never be found."""
     assert all(any(w in m for w in LAUNCHER_WORDS) for m in LAUNCHER_MARKS)
+
+
+# ---- text glued after a progress bar ---------------------------------------------------------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@st.composite
+def progress_bars(draw):
+    """A tqdm-style bar as it is drawn: description, percentage and bar, count, then the
+    bracketed field of elapsed<remaining time, rate and postfix, in the forms tqdm prints."""
+    total = draw(st.integers(1, 10**6))
+    n = draw(st.integers(0, total))
+    pct = n * 100 // total
+    clock = st.builds(lambda h, m, s: (f"{h}:" if h else "") + f"{m:02d}:{s:02d}", st.integers(0, 30), st.integers(0, 59), st.integers(0, 59))
+    elapsed = draw(clock)
+    remaining = draw(st.one_of(clock, st.just("?")))
+    rate = draw(st.sampled_from(["?it/s", " 3.06it/s", "12.50it/s", " 1.84s/it", "41.2MB/s", "7.00kB/s", None]))
+    postfix = draw(st.sampled_from(["", ", loss=0.314", ", lr=3e-4, loss=nan"]))
+    desc = draw(st.sampled_from(["", "Epoch 0: ", "Warmup: ", "train "]))
+    field = f"[{elapsed}<{remaining}" + (f", {rate}" if rate else "") + (postfix if rate else "") + "]"
+    if draw(st.booleans()) and rate:  # a bar with no total: count, then elapsed and rate
+        return f"{desc}{n}it {field.split('<')[0]}, {rate}{postfix}]"
+    bar = "#" * (pct // 10) + " " * (10 - pct // 10)
+    return f"{desc}{pct:3d}%|{bar}| {n}/{total} {field}"
+
+
+MESSAGES = st.sampled_from([
+    "Killed", "Segmentation fault (core dumped)", "double free or corruption (out)", "free(): invalid pointer",
+    "Traceback (most recent call last):", "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "terminate called after throwing an instance of 'std::bad_alloc'", "zsh: killed     python fit.py",
+])
+
+
+@given(progress_bars(), MESSAGES)
+def test_text_glued_after_a_progress_bar_is_a_line_of_its_own(bar, message):
+    assert P.split_glued(bar + message) == [bar, message]
+
+
+@given(progress_bars(), st.sampled_from(["", " ", "  "]))
+def test_a_progress_bar_alone_or_padded_is_one_line(bar, tail):
+    assert P.split_glued(bar + tail) == [bar + tail]
+
+
+def test_the_text_after_a_bar_keeps_the_bar_s_physical_line():
+    from slurmdoc.api import split_line
+
+    parser = PrefixParser(2000)
+    src = SourceInfo(index=0, path="x.log")
+    lines = split_line(parser, src, 7, " 31%|###       | 331/1063 [01:06<03:59,  3.06it/s]Killed")
+    assert [ll.text for ll in lines][-1] == "Killed" and {ll.lineno for ll in lines} == {7}

@@ -61,6 +61,13 @@ TAG_CONFIRM = 2  # lines of one tag shape with a traceback's structure after it
 _TAG_DIGITS = re.compile(r"\d+")
 GLUED_SCHEDULER = re.compile(r"(?<=[^\s:])(?:slurmstepd(?:-[\w.\-]+)?: error: |srun: error: )")
 NOT_GLUED_TB = ("Original ", "Exception Group ", "traceback : ", "+ ")
+# the end of a progress bar's time-and-rate field (tqdm's `[01:06<03:59,  3.06it/s]`,
+# `[00:00<?, ?it/s]`, `[00:02, 1.20s/it, loss=0.3]`) with text right after it: a bar prints
+# no newline, so the next message (the shell's, the C library's, a traceback) starts there
+BAR_GLUED = re.compile(
+    r"\[(?:\d+:)?\d\d:\d\d(?:<(?:(?:\d+:)?\d\d:\d\d|\?)(?:, [^\]\n]{0,160})?"  # elapsed<remaining[, rate, postfix]
+    r"|, [^\]\n]{0,80}?(?:/s|s/it)\b[^\]\n]{0,80})\](?=\S)"  # elapsed, rate[, postfix] (no total known)
+)
 SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ")
 LAUNCHER_MARKS = (
     "torch/distributed/elastic/",
@@ -114,6 +121,11 @@ def _is_prefix_head(pre: str) -> bool:
         or (pre.endswith(":") and HOST_ONLY.fullmatch(pre[:-1]))
         or TAG_SHAPE.fullmatch(pre)
     )
+
+
+def _has_bar(raw: str) -> bool:
+    """Might `raw` hold a progress bar's time field (`<03:59`) or rate (`it/s]`, `s/it,`)? Cheap."""
+    return "/s]" in raw or "/s," in raw or "s/it" in raw or ("<" in raw and "]" in raw)
 
 
 class PrefixParser:
@@ -232,7 +244,7 @@ class PrefixParser:
 
     def glued(self, raw: str) -> bool:
         """Does `raw` hold more than one record? Cheap for the lines that cannot."""
-        if not ("[rank" in raw or "[default" in raw or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw):
+        if not ("[rank" in raw or "[default" in raw or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw or _has_bar(raw)):
             return False
         return self._glue_point(raw) is not None
 
@@ -240,11 +252,18 @@ class PrefixParser:
         """parse() of a line with no `\\r` in it, or None when it holds more than one record
         (see split_glued); the line is searched for a rank chain once for both."""
         chain = "[rank" in raw or "[default" in raw
-        if (chain or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw) and self._glue_point(raw) is not None:
+        if (chain or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw or _has_bar(raw)) and self._glue_point(raw) is not None:
             return None
         return self.parse(src, lineno, raw, None, chain)
 
     def _glue_point(self, raw: str) -> Optional[int]:
+        """Where the first record glued onto another starts in `raw`, if one does."""
+        cut = self._record_glue_point(raw)
+        if _has_bar(raw) and (m := BAR_GLUED.search(raw, 1, cut if cut is not None else len(raw))) is not None:
+            return m.end()  # the text after a progress bar is a line of its own
+        return cut
+
+    def _record_glue_point(self, raw: str) -> Optional[int]:
         m = SRUN_LABEL.match(raw)
         pos = m.end() if m else 0
         if "[rank" in raw or "[default" in raw:
