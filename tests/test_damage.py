@@ -176,6 +176,18 @@ def test_a_line_opened_by_a_mark_is_no_wrapped_rest_of_one_terminal_width_line(m
     assert fix([first, "yz and more"]) == [first + "yz and more"]
 
 
+@pytest.mark.parametrize("width", [80, 120, 132])
+def test_a_capitalised_line_after_one_terminal_width_line_is_a_record_of_its_own(width):
+    # one line that happens to be a terminal width wide, its last word whole, then a line a
+    # message of its own opens with a capital (a shell's report, a library's): a word ends
+    # there, no column cut one in two
+    first = ("I0101 00:00:00.000 opened the plugin library for the tracer " + "z" * 200)[:width - 8] + " locally"
+    assert len(first) == width
+    assert fix([first, "Segmentation fault (core dumped)"]) == [first, "Segmentation fault (core dumped)"]
+    # the same line followed by the rest of a word is still a wrap undone
+    assert fix([first, "ish and more"]) == [first + "ish and more"]
+
+
 def test_lines_of_the_same_length_that_are_records_are_not_joined():
     # fixed-format progress lines: the longest lines, all the same length, each a record
     rows = [f"iteration {i:6d} | loss {1.0 / (i + 1):.6f} | lr 3.0e-04 | grad norm 1.234 | tokens/s 12345.6" for i in range(10)]

@@ -413,12 +413,15 @@ LINE_MARKS = frozenset(">#*=|<+$@~")
 def _inside_word(line: str, nxt: str) -> bool:
     """Was the line cut where a fixed column falls, not where its writer ended it: after a
     word character or a space, with the rest starting with no space and not with a mark
-    that opens a line of its own?"""
+    that opens a line of its own? A lower-case letter followed by a capital is where one
+    word ends and a sentence or a message begins (`...opened libcupti locally` then
+    `Segmentation fault`), not a word a column cut in two."""
     return (
         bool(nxt)
         and not nxt[0].isspace()
         and nxt[0] not in LINE_MARKS
         and (line[-1:].isspace() or line[-1:].isalnum() or line[-1:] == "_")
+        and not (line[-1:].islower() and nxt[0].isupper())
     )
 
 
