@@ -333,6 +333,15 @@ def test_a_launcher_summary_signal_field_is_a_line_of_that_rank():
     assert [e for e in events(SUMMARY.replace("Signal 15 (SIGTERM) received by PID 78", "<N/A>")) if e.kind == "line"] == []
 
 
+def test_a_summary_entry_whose_rank_field_lost_its_value_still_yields_its_signal_line():
+    # a field cut or damaged right after its colon (a NUL hole, a paste) names no rank: the
+    # entry's other fields still count, and nothing raises
+    text = "\n".join(ln if not ln.strip().startswith("rank ") else ln.split(":")[0] + ":" for ln in SUMMARY.split("\n"))
+    assert text != SUMMARY
+    (sig,) = [e for e in events(text) if e.kind == "line"]
+    assert sig.lines == ["Signal 15 (SIGTERM) received by PID 78"] and sig.first.who.rank is None
+
+
 def test_a_progress_line_ends_the_exception_message():
     # a rank that logs an exception and trains on: its next progress line (any wording the
     # progress markers know) is the program's next output, not more of the message

@@ -538,7 +538,8 @@ class Assembler:
                 continue
             key, value = m.group(1), m.group(2)
             if key == "rank":
-                rank = int(value.split()[0]) if value.split()[0].isdigit() else None
+                words = value.split()  # (none: a field cut or damaged after its colon)
+                rank = int(words[0]) if words and words[0].isdigit() else None
             elif key == "host":
                 node = value.strip() or None
             elif key == "traceback" and not value.startswith(NO_TRACEBACK):
