@@ -120,3 +120,20 @@ def test_a_summary_pasted_from_its_head_is_cited_at_the_head_not_its_closing_ban
         d = diagnose([write("s.log", "\n".join(["=" * 40, "  tune.py FAILED", "=" * 40] + summary + after))])
         assert d.root_cause is not None and d.root_cause.rule_id == "torchrun-summary", after
         assert d.root_cause.message == "Root Cause:" and d.root_cause.source.endswith(":4"), after
+
+
+def test_an_uncaught_cpp_exception_merged_into_the_report_before_it_still_explains_the_abort(write):
+    """A process often logs an error, then dies of the same error thrown uncaught (`terminate
+    called ...`, `what(): <the same words>`): the two lines are one report (one finding, cited at
+    the first), and that finding still stands for the abort the launcher reports next."""
+    words = "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLGATHER, Timeout(ms)=600000) ran for 600412 milliseconds before timing out."
+    text = "\n".join([
+        "step 7",
+        f"[E1127 10:00:00.000 9 ProcessGroupNCCL.cpp:616] {words}",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        f"  what():  {words}",
+        "E1127 10:00:01.0 9 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) local_rank: 3 (pid: 4242) of binary: /usr/bin/python",
+    ])
+    path = write("m.log", text)
+    d = diagnose([path])
+    assert d.root_cause.category == "nccl_timeout" and d.root_cause.source == f"{path}:2"
