@@ -526,3 +526,15 @@ def test_a_traceback_under_pythons_dropped_exception_head_is_marked_unraised():
         # the mark is the head just above: a traceback a line later is a new one
         evs = [e for e in events("\n".join([head, "step 41 done"] + tb)) if e.kind == "traceback"]
         assert not evs[0].unraised, head
+
+
+def test_an_error_records_message_naming_an_exception_is_an_exception_line_alone():
+    # a pretty-printed JSON error record (a launcher's, written by the process that failed or
+    # logged by the launcher's own failing agent): its "message" string, decoded, is read as an
+    # exception line; a message that names no exception, or a record cut in its string, is not
+    record = ['ERROR:launcher.errors:{', '  "message": {', '    "message": "OSError: [Errno 13] cannot bind \\"/run/x\\"\\nsecond line",',
+              '    "extraInfo": {', '      "py_callstack": [', '        "  File \\"run.py\\", line 3, in <module>\\n    main()\\n"']
+    (ev,) = [e for e in events("\n".join(record)) if e.kind == "traceback"]
+    assert ev.lines == ['OSError: [Errno 13] cannot bind "/run/x"'] and ev.form == "alone" and ev.exception_idx == [0] and ev.linenos == [3]
+    for other in ('    "message": "worker 3 finished",', '    "message": "see the log of rank 3 for the ValueError",', '"message": {'):
+        assert not [e for e in events(other) if e.kind == "traceback"], other
