@@ -78,6 +78,16 @@ def test_exception_message_lines_follow_until_a_blank_line():
     assert evs[0].lines[-1] == "\tsize mismatch for w: a vs b"
 
 
+def test_a_progress_line_after_a_message_ending_in_a_colon_is_the_programs_next_output():
+    # a message that announces more (`...:`) takes the lines after it, but a progress mark is
+    # the program going on, not more of the message (liveness reads it as progress)
+    for progress in ("step 11 loss 1.9", "Epoch 3:  45%|####5     | 450/1000 [01:23<01:42,  5.37it/s]"):
+        (ev,) = [e for e in events(TB.replace("ValueError: bad", "ValueError: the batch held these bad ids:") + "\n" + progress) if e.kind == "traceback"]
+        assert ev.lines[-1] == "ValueError: the batch held these bad ids:", progress
+    (ev,) = events(TB.replace("ValueError: bad", "ValueError: the batch held these bad ids:") + "\n3, 17, 40")
+    assert ev.lines[-1] == "3, 17, 40"
+
+
 def test_interesting_lines_become_events_and_others_do_not():
     evs = events("step 1\nWATCH this\nstep 2")
     assert [e.lines for e in evs] == [["WATCH this"]]

@@ -513,8 +513,11 @@ class Assembler:
             return not PROGRESS.search(t)  # a progress bar is the program's next output
         if RECORD_START.match(t) or t.startswith(BOX):
             return False
-        if ev.lines[-1].rstrip().endswith(":") or t.startswith(KNOWN_CONTINUATIONS):
+        if t.startswith(KNOWN_CONTINUATIONS):
             return True
+        if ev.lines[-1].rstrip().endswith(":"):
+            # what the message announced, unless it is the program's next progress line
+            return not (PROGRESS.search(t) or is_progress(t))
         if st.plain >= MAX_MESSAGE_LINES or LOG_LEVEL.match(t) or PROGRESS.search(t) or FRAME.match(t) or ELISION.match(t) or self.interesting(t) or is_progress(t):
             return False
         st.plain += 1
