@@ -525,6 +525,8 @@ def test_a_traceback_under_pythons_dropped_exception_head_is_marked_unraised():
         "Exception ignored on calling ctypes callback function: <function cb at 0x7f01>": True,
         "Exception ignored while finalizing file <_io.FileIO name=3>:": True,
         "Exception ignored in: <bound method Pool.__del__ of \n    <lib.pool.Pool object at 0x7f02>>": True,
+        "Error in atexit._run_exitfuncs:": True,
+        "the atexit handler printed: Error in atexit._run_exitfuncs: below": False,
         "Exception in thread Thread-2 (_prefetch):": False,
         "step 40 done": False,
         "the run printed: Exception ignored in a log message": False,

@@ -80,7 +80,9 @@ WAIVER = re.compile(r"(?:safe|safely) (?:to )?(?:be )?ignored?\b|can (?:be )?(?:
 # never a failure. (threading's `Exception in thread <name>:` is no such head: that thread's
 # work stopped, and what follows from it is judged as any error is, earliest first, outlived
 # when its printer goes on)
-UNRAISED = re.compile(r"\s{0,4}Exception ignored (?:in|on|while)\b")
+# Older Pythons print `Error in atexit._run_exitfuncs:` above an exit handler's exception,
+# which is dropped the same way (the exit status stays the program's own).
+UNRAISED = re.compile(r"\s{0,4}(?:Exception ignored (?:in|on|while)\b|Error in atexit\._run_exitfuncs:\s*$)")
 # a launcher naming the process whose traceback it prints next (torch.multiprocessing.spawn)
 TOLD = re.compile(r"\s*-- Process (\d+) terminated with the following error:\s*$")
 EMBEDDED_TB = re.compile(r"\s{0,4}Original Traceback \(most recent call last\):\s*$")
@@ -173,7 +175,7 @@ class Assembler:
         st.colon = line.text.rstrip().endswith(":")
         t = line.text
         st.waives = "gnor" in t and WAIVER.search(t) is not None
-        if "xception ignored" in t and UNRAISED.match(t) is not None:
+        if ("xception ignored" in t or "atexit" in t) and UNRAISED.match(t) is not None:
             # the head names the object; a long repr wraps onto one more line, ending in `>`
             st.unraised, st.unraised_open = True, not t.rstrip().endswith((">", ":"))
         else:
