@@ -30,7 +30,7 @@ from slurmdoc.models import LogLine, ProgressMark, RankActivity, SourceInfo
 MAX_PRINTERS = 200_000  # beyond this many rank streams, new ones are not tracked
 MAX_TEXT = 300  # characters of a line kept for the report
 MAX_SCAN = 2000  # characters of a line searched for a progress marker
-MAX_EXCERPT_MARKS = 4096  # (marker, excerpt) pairs whose progress is kept per printer
+MAX_EXCERPT_MARKS = 100_000  # (printer, marker, excerpt) progress entries kept, over all printers
 
 
 class _Strict(BaseModel):
@@ -147,6 +147,7 @@ class ActivityTracker:
     def __init__(self, markers=None, sources: Optional[list[SourceInfo]] = None) -> None:
         self.markers = tuple(markers) if markers is not None else bundled_markers()
         self.sources = sources  # their excerpt breaks (a paste's code fences) part their progress
+        self.excerpt_marks = 0  # progress entries kept per excerpt so far (MAX_EXCERPT_MARKS)
         # one cheap search decides whether a line can hold progress at all: the fewest
         # keywords that cover them all, factored as a trie (see engine.matcher.trie_regex)
         parts = []
@@ -199,8 +200,11 @@ class ActivityTracker:
                 key = (mk.id, bisect_left(breaks, ll.lineno))
         best = rec.advanced.get(key)
         if best is None:
-            if len(rec.advanced) < MAX_EXCERPT_MARKS:
-                rec.advanced[key] = (at, ll.source, ll.lineno)
+            if key is not mk.id:
+                if self.excerpt_marks >= MAX_EXCERPT_MARKS:
+                    return  # bounded whatever the input: an excerpt past the budget is not read
+                self.excerpt_marks += 1
+            rec.advanced[key] = (at, ll.source, ll.lineno)
         elif at > best[0]:
             rec.advanced[key] = (at, ll.source, ll.lineno)
 
