@@ -277,6 +277,21 @@ def progress_bars(draw):
     return f"{desc}{pct:3d}%|{bar}| {n}/{total} {field}"
 
 
+@st.composite
+def keras_bars(draw):
+    """Keras's bar as it is drawn mid-epoch: count, the bar (`[====>....]`, or Keras 3's heavy
+    line), then the time left or the step time, then each metric's value; no closing mark."""
+    total = draw(st.integers(1, 10**6))
+    n = draw(st.integers(0, total))
+    done = n * 30 // total
+    value = st.builds(lambda v, e: f"{v:.4f}" if not e else f"{v:.4e}", st.floats(0, 100, allow_nan=False), st.booleans())
+    metrics = "".join(f" - {name}: {draw(value)}" for name in draw(st.lists(st.sampled_from(["loss", "acc", "val_loss", "accuracy", "mae"]), max_size=3)))
+    if draw(st.booleans()):
+        left = draw(st.sampled_from(["365s", "1:02:11", "0s"]))
+        return f"{n}/{total} [" + "=" * done + (">" if done < 30 else "") + "." * max(0, 29 - done) + f"] - ETA: {left}" + metrics
+    return f"{n}/{total} " + "\u2501" * 20 + f" {draw(st.integers(0, 900))}s {draw(st.integers(1, 900))}ms/step" + metrics
+
+
 MESSAGES = st.sampled_from([
     "Killed", "Segmentation fault (core dumped)", "double free or corruption (out)", "free(): invalid pointer",
     "Traceback (most recent call last):", "RuntimeError: CUDA error: an illegal memory access was encountered",
@@ -284,12 +299,12 @@ MESSAGES = st.sampled_from([
 ])
 
 
-@given(progress_bars(), MESSAGES)
+@given(st.one_of(progress_bars(), keras_bars()), MESSAGES)
 def test_text_glued_after_a_progress_bar_is_a_line_of_its_own(bar, message):
     assert P.split_glued(bar + message) == [bar, message]
 
 
-@given(progress_bars(), st.sampled_from(["", " ", "  "]))
+@given(st.one_of(progress_bars(), keras_bars()), st.sampled_from(["", " ", "  "]))
 def test_a_progress_bar_alone_or_padded_is_one_line(bar, tail):
     assert P.split_glued(bar + tail) == [bar + tail]
 

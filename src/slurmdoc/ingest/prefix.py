@@ -68,6 +68,13 @@ BAR_GLUED = re.compile(
     r"\[(?:\d+:)?\d\d:\d\d(?:<(?:(?:\d+:)?\d\d:\d\d|\?)(?:, [^\]\n]{0,160})?"  # elapsed<remaining[, rate, postfix]
     r"|, [^\]\n]{0,80}?(?:/s|s/it)\b[^\]\n]{0,80})\](?=\S)"  # elapsed, rate[, postfix] (no total known)
 )
+# Keras's bar (`165376/296960 [=====>.....] - ETA: 365s - loss: 2.1371`, Keras 3's
+# `64/64 ━━━━━━━━━━ 3s 54ms/step - loss: 4.0454e-04`) ends in a value, not a bracket: what is
+# glued on starts with a letter right after its last value (and its unit) or its step time
+KERAS_GLUED = re.compile(
+    r"/\d+ (?:\[[=>.]*\]|\u2501+)[^\n]*?"
+    r"(?: - [\w ]+: (?>-?\d[\d.:]*(?:e[-+]?\d+)?(?:[mu]?s)?)| \d+[mu]?s/step)(?=[A-Za-z])"
+)
 SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ")
 LAUNCHER_MARKS = (
     "torch/distributed/elastic/",
@@ -124,8 +131,10 @@ def _is_prefix_head(pre: str) -> bool:
 
 
 def _has_bar(raw: str) -> bool:
-    """Might `raw` hold a progress bar's time field (`<03:59`) or rate (`it/s]`, `s/it,`)? Cheap."""
-    return "/s]" in raw or "/s," in raw or "s/it" in raw or ("<" in raw and "]" in raw)
+    """Might `raw` hold a progress bar's time field (`<03:59`) or rate (`it/s]`, `s/it,`), or
+    Keras's bar (`[====>...] - `, `━━━ 3s 54ms/step`)? Cheap."""
+    return ("/s]" in raw or "/s," in raw or "s/it" in raw or ("<" in raw and "]" in raw)
+            or ("] - " in raw and "/" in raw) or "\u2501" in raw)
 
 
 class PrefixParser:
@@ -259,8 +268,11 @@ class PrefixParser:
     def _glue_point(self, raw: str) -> Optional[int]:
         """Where the first record glued onto another starts in `raw`, if one does."""
         cut = self._record_glue_point(raw)
-        if _has_bar(raw) and (m := BAR_GLUED.search(raw, 1, cut if cut is not None else len(raw))) is not None:
-            return m.end()  # the text after a progress bar is a line of its own
+        if _has_bar(raw):
+            # the text after a progress bar is a line of its own
+            for rx in (BAR_GLUED, KERAS_GLUED):
+                if (m := rx.search(raw, 1, cut if cut is not None else len(raw))) is not None:
+                    cut = m.end()
         return cut
 
     def _record_glue_point(self, raw: str) -> Optional[int]:
