@@ -170,3 +170,36 @@ def test_a_storage_errno_reported_by_c_code_is_a_filesystem_error_unless_warned_
             assert category(line) == "io_error", line
         for line in (f"WARNING save of /vol/ck/7 failed: {words}", f"read /vol/ck/7 failed: {words}, retrying"):
             assert category(line) != "io_error", line
+
+
+@pytest.mark.parametrize("errno_words", ["[Errno 5] Input/output error", "[Errno 13] Permission denied: '/vol/c/kernels'",
+                                         "[Errno 39] Directory not empty: '/vol/tmp/run'", "[Errno 30] Read-only file system: '/vol/ro'"])
+def test_an_errno_on_a_warning_or_a_retried_line_is_no_filesystem_failure(errno_words, tmp_path):
+    """Python's `[Errno N] <strerror>` inside a warning (a cache the program could not write, a
+    temporary directory it could not remove) or a line that says it retries is handled by the
+    program: no filesystem failure, and a later traceback stays the root. The same words as
+    the exception line of a traceback, or logged as an error, are the failure."""
+    from slurmdoc.api import diagnose
+    from slurmdoc.engine.matcher import Matcher
+    from slurmdoc.engine.selftest import classify_text
+
+    m = Matcher(BOOK)
+
+    def category(text: str):
+        got = [x for _, x in classify_text(m, text) if x is not None]
+        return got[0].rule.category if got else None
+
+    for line in (f"2031-05-06 07:08:09,100 WARNING cache: could not store entry: {errno_words}",
+                 f"[W] cleanup: {errno_words}", f"UserWarning: falling back to no cache: {errno_words}",
+                 f"shard 4: {errno_words}; retrying in 2 s"):
+        assert category(line) != "io_error", line
+    for line in (f"OSError: {errno_words}", f"2031-05-06 07:08:09,100 ERROR saver: {errno_words}"):
+        assert category(line) == "io_error", line
+    log = tmp_path / "job.log"
+    log.write_text(f"2031-05-06 07:08:09,100 WARNING cache: could not store entry: {errno_words}\n"
+                   "2031-05-06 07:08:10,000 INFO step 1 loss 2.3\n"
+                   "Traceback (most recent call last):\n  File \"/w/train.py\", line 9, in <module>\n    main()\n"
+                   "ValueError: the batch holds no tokens\n"
+                   "srun: error: n3: task 0: Exited with exit code 1\n")
+    root = diagnose([str(log)]).root_cause
+    assert root is not None and root.category == "python_exception"
