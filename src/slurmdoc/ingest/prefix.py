@@ -73,7 +73,9 @@ BAR_GLUED = re.compile(
 # glued on starts with a letter right after its last value (and its unit) or its step time
 KERAS_GLUED = re.compile(
     r"/\d+ (?:\[[=>.]*\]|\u2501+)[^\n]*?"
-    r"(?: - [\w ]+: (?>-?\d[\d.:]*(?:e[-+]?\d+)?(?:[mu]?s)?)| \d+[mu]?s/step)(?=[A-Za-z])"
+    # (the value taken whole, as an atomic group would, written as a lookahead and its
+    # backreference: Python 3.10's re has no atomic groups)
+    r"(?: - [\w ]+: (?=(?P<value>-?\d[\d.:]*(?:e[-+]?\d+)?(?:[mu]?s)?))(?P=value)| \d+[mu]?s/step)(?=[A-Za-z])"
 )
 SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ")
 LAUNCHER_MARKS = (
