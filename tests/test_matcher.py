@@ -431,3 +431,32 @@ def test_a_signal_named_as_a_possible_cause_is_no_report(text):
 
     got = [m for _, m in classify_text(Matcher(load_rulebook()), text) if m is not None]
     assert not [m for m in got if m.rule.category in ("killed", "segfault")], got
+
+
+# an exit status names a signal when it is a shell's 128+N or Python's minus N; an ordinary
+# status (1, 2, 127, 255) names none and stays an exit code with no words
+STATUS_CATEGORY = {137: "killed", 139: "segfault", 135: "segfault", 132: "segfault", 136: "segfault", 134: "segfault",
+                   -9: "killed", -11: "segfault", -7: "segfault", -6: "segfault", 1: "unknown", 2: "unknown", 127: "unknown", 255: "unknown"}
+
+
+@pytest.mark.parametrize("status", sorted(STATUS_CATEGORY))
+def test_an_exit_status_that_names_a_signal_gives_that_signal_s_category(status):
+    from slurmdoc.engine.loader import load_rulebook
+
+    book = load_rulebook()
+    texts = [f"Command '['python', 'fit.py']' returned non-zero exit status {status}."]
+    if status > 0:
+        texts.append(f"Process finished with exit code {status}")
+    else:
+        texts.append(f"ERROR: the decoder child ended, exit status {status}")
+    for text in texts:
+        m = _classified(book, text)
+        assert m.rule.category == STATUS_CATEGORY[status], (text, m.rule.id)
+
+
+@pytest.mark.parametrize("said, signum", [("-9", 9), ("137", 9), ("139", 11), ("-11", 11), ("143", 15),
+                                          ("1", None), ("2", None), ("127", None), ("128", None), ("255", None), ("-1073741819", None), ("x", None)])
+def test_exit_signal_reads_only_statuses_that_name_a_signal(said, signum):
+    from slurmdoc.engine.template import exit_signal
+
+    assert exit_signal(said) == signum

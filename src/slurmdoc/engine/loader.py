@@ -403,8 +403,8 @@ def load_file(path: Path, pack: str, released: bool = False, checked: Optional[s
         if n is None:
             raise RuleError(fname, stem, f"signals[{i}]", f"'{sig}' is not a signal (a name such as SIGKILL, or its number)")
         signums.add(n)
-    if spec.reports_signal and "sig" not in groups:
-        raise RuleError(fname, stem, "reports_signal", "the patterns need a group `sig` that captures the signal")
+    if spec.reports_signal and not groups & {"sig", "exitcode"}:
+        raise RuleError(fname, stem, "reports_signal", "the patterns need a group `sig` that captures the signal, or `exitcode` (an exit status that may name one)")
     for i, ex in enumerate(spec.examples.matches()):
         for k in ex.captures:
             if k not in groups:

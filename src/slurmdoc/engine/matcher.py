@@ -12,7 +12,7 @@ import regex
 
 from slurmdoc.diagnosis.ranks import to_int
 from slurmdoc.frames import frames
-from slurmdoc.engine.template import signum
+from slurmdoc.engine.template import exit_signal, signum
 from slurmdoc.engine.loader import MATCH_TIMEOUT, NOT_RE_SYNTAX, Rule, Rulebook, _sre, _sre_parse
 from slurmdoc.models import Event
 
@@ -232,7 +232,7 @@ class Matcher:
                 line_index = event.origin() if start < 0 else text.count("\n", 0, start)
                 known, entries = self._known(rule, text)
                 if rule.spec.reports_signal:
-                    owner = self.book.claimer(signum(caps.get("sig")))
+                    owner = self.book.claimer(signum(caps["sig"]) if "sig" in caps else exit_signal(caps.get("exitcode")))
                     if owner is not None and owner is not rule and not self.gave_up(owner):
                         return Match(owner, caps, line_index, known, entries, pattern, via=rule.id)
                 return Match(rule, caps, line_index, known, entries, pattern)

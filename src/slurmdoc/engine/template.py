@@ -118,8 +118,8 @@ def size(n) -> Optional[str]:
 SHELL_WORDS = {
     "segmentation fault": 11, "bus error": 7, "illegal instruction": 4, "floating point exception": 8,
     "aborted": 6, "abort": 6, "killed": 9, "terminated": 15, "hangup": 1, "interrupt": 2,
-    # zsh's words (for SIGILL and SIGABRT), and a DataLoader worker's handler's (SIGFPE)
-    "illegal hardware instruction": 4, "iot instruction": 6, "floating-point exception": 8,
+    # zsh's words (for SIGILL and SIGABRT), a DataLoader worker's handler's (SIGFPE), macOS's
+    "illegal hardware instruction": 4, "iot instruction": 6, "floating-point exception": 8, "abort trap": 6,
 }
 
 
@@ -141,6 +141,17 @@ def signum(v) -> Optional[int]:
     elif n > 128:
         n -= 128
     return n if 0 < n < 128 else None
+
+
+def exit_signal(v) -> Optional[int]:
+    """The signal an exit status names, if it names one: a shell's 128+N (`137`, `139`) or
+    Python's minus N (`-9`); an ordinary status (`1`, `2`, `127`, `255`) names none."""
+    n = _num(v)
+    if n is None:
+        return None
+    if n < 0:
+        return -n if -n < 65 else None
+    return n - 128 if 128 < n < 193 else None
 
 
 def signal(v) -> Optional[str]:
