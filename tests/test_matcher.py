@@ -460,3 +460,28 @@ def test_exit_signal_reads_only_statuses_that_name_a_signal(said, signum):
     from slurmdoc.engine.template import exit_signal
 
     assert exit_signal(said) == signum
+
+
+def _tb_event(lines):
+    src = SourceInfo(index=0, path="x")
+    p = PrefixParser(2025)
+    lls = [p.parse(src, i, t) for i, t in enumerate(lines, 1)]
+    ev = Event("traceback", lls[0], [ll.text for ll in lls], list(range(1, len(lls) + 1)))
+    ev.exception_idx.append(len(lls) - 1)
+    return ev
+
+
+def test_an_exception_wrapping_another_class_is_read_as_the_wrapped_one(tmp_path):
+    # a wrapper that carries the class of what failed in its own name (`Wrapper(Inner): msg`):
+    # a rule for the inner class reads it as `Inner: msg`; a rule for the wrapper still reads
+    # the wrapper first; a call in the text (`f(Value)`) or a non-exception name is no wrapper
+    inner = mk("inner", prio=80, scope="traceback", kw='"Error"', pat="^DiskFullError: (?P<what>.*)")
+    outer = mk("outer", prio=90, scope="traceback", kw='"Error"', pat="^(?:\\w+\\.)*TaskFailedError\\(PoolBrokeError\\)")
+    m = Matcher(book_of(tmp_path, inner, outer))
+    frames = ["Traceback (most recent call last):", '  File "run.py", line 3, in <module>']
+    got = m.classify(_tb_event([*frames, "lib.errors.TaskFailedError(DiskFullError): writer 3 stopped"]))
+    assert got.rule.id == "inner" and got.captures == {"what": "writer 3 stopped"}
+    assert m.classify(_tb_event([*frames, "lib.errors.TaskFailedError(PoolBrokeError): writer 3 stopped"])).rule.id == "outer"
+    for line in ("lib.errors.TaskFailedError: DiskFullError: in a message", "compute(DiskFullError): not a class wrapper", "TaskFailedError(diskfull): lower case"):
+        got = m.classify(_tb_event([*frames, line]))
+        assert got is None or got.rule.id != "inner", line

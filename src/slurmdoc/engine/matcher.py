@@ -152,6 +152,19 @@ class KeywordIndex:
         return found
 
 
+# an exception that carries another's class in its name (Ray's `RayTaskError(ImportError)`,
+# a pool's `RemoteError(KeyError)`): the wrapped class is what failed
+WRAPPED = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\((?P<inner>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\)(?P<rest>:.*)?$")
+
+
+def unwrapped(line: str) -> Optional[str]:
+    """The exception line as the wrapped class's own (`ImportError: <message>` for
+    `RayTaskError(ImportError): <message>`), or None when the line wraps no class. Rules try
+    it after the line itself, so a rule for the wrapper still reads the wrapper."""
+    m = WRAPPED.match(line)
+    return None if m is None else m.group("inner") + (m.group("rest") or "")
+
+
 class Matcher:
     def __init__(self, book: Rulebook) -> None:
         self.book = book
@@ -274,11 +287,14 @@ class Matcher:
 
         Patterns are tried in order. For a traceback event, each pattern is tried on its
         originating exception line first (offset -1), so a chain is classified by the
-        exception it started with rather than by the wrapper raised last. A rule with
+        exception it started with rather than by the wrapper raised last; then, when that line
+        is a wrapper carrying another exception's class (`RayTaskError(ImportError): ...`), on
+        the line as the wrapped class's own (`unwrapped`). A rule with
         `raised_in` is tried on the exception lines of the traceback `event` alone (see
         _match_raised).
         """
         origin = event.lines[event.origin()] if event is not None and event.kind == "traceback" else None
+        inner = unwrapped(origin) if origin is not None and rule.spec.reads_wrapped and ")" in origin else None
         t0 = perf_counter()
         try:
             for ex in rule.excludes:
@@ -293,6 +309,10 @@ class Matcher:
                 lit = self._literal(pat)
                 if origin is not None and (not lit or lit in origin):
                     m = pat.search(origin, timeout=MATCH_TIMEOUT, concurrent=False)
+                    if m:
+                        return -1, {k: v for k, v in m.groupdict().items() if v is not None}, i
+                if inner is not None and (not lit or lit in inner):
+                    m = pat.search(inner, timeout=MATCH_TIMEOUT, concurrent=False)
                     if m:
                         return -1, {k: v for k, v in m.groupdict().items() if v is not None}, i
                 if lit and lit not in text:

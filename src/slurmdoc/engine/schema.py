@@ -164,6 +164,9 @@ class RuleSpec(_Strict):
     # whose `signals` hold that signal, and this rule's only when no rule claims it
     reports_signal: bool = False
     persists: bool = False  # a state, not an event: judged at its printer's last repetition
+    # the rule also reads a wrapper exception's line as the wrapped class's own
+    # (`Wrapper(Inner): msg` as `Inner: msg`, engine.matcher.unwrapped)
+    reads_wrapped: bool = True
 
     @field_validator("exclude", "raised_in", "refine_with", "keywords", "patterns", "label", mode="before")
     @classmethod
