@@ -193,3 +193,22 @@ def test_progress_in_another_pasted_excerpt_does_not_outlive_an_error(write):
     # the same lines with no fence are one excerpt, as before
     d = diagnose([write("j.log", "\n".join(TB + ["step 11 loss 1.9", "step 12 loss 1.8"]))])
     assert d.status == "no_failure" and len(d.handled) == 1
+
+
+def test_any_programs_report_of_a_non_zero_exit_after_an_unprefixed_error_keeps_it_alive(write):
+    # not only a launcher's or Slurm's words: a remote-exec wrapper, a runner, an IDE or a
+    # subprocess call that reports a command ended with a non-zero status after the error says
+    # the unprefixed lines are more than one process's (or that the erring one ended), so a
+    # bar drawn between them does not show that the one that erred went on
+    err = "RuntimeError: device allocator: out of device memory while running the step"
+    bar = "  3%|3         | 9/300 [00:31<16:46,  3.46s/it]"
+    reports = ("== Command on worker 2 failed with exit status 1. Continuing.", "job 'train' exited with code 3",
+               "subprocess.CalledProcessError: Command '['bash', 'run.sh']' returned non-zero exit status 2.",
+               "Process finished with exit code 1", "exit status 1")
+    for report in reports:
+        d = diagnose([write("j.log", "\n".join([err, bar, report, "Post-run analysis: graph size 2.3 GB"]))])
+        assert d.status == "failed" and "device memory" in d.root_cause.message and d.root_cause.source.endswith(":1"), report
+    # the same report with a zero status is a clean end of something else: the bar outlives the error
+    for report in ("== Command on worker 2 finished with exit status 0.", "job 'train' exited with code 0"):
+        d = diagnose([write("j.log", "\n".join([err, bar, report]))])
+        assert d.status == "no_failure" and len(d.handled) == 1, report

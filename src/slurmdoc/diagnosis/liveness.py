@@ -19,9 +19,10 @@ A paste of several excerpts (code fences between them, SourceInfo.excerpt_breaks
 excerpt by excerpt: their order is the paster's, so progress or an end in one does not outlive
 a finding in another (a traceback quoted first, the run's progress bars pasted below it).
 
-A log with no prefixes is read as one printer, unless a launcher or Slurm reports a failed
-process after the error: then its lines are several processes', and progress after the
-error does not show that the one that erred went on.
+A log with no prefixes is read as one printer, unless some program (a launcher, Slurm, a
+remote-exec wrapper, a runner, an IDE) reports a process that ended with a non-zero status
+after the error: then its lines are several processes' (or the erring one ended), and
+progress after the error does not show that the one that erred went on.
 
 Only the same printer counts: a rank's prefix or per-rank file, or the one unprefixed
 stream of an input that has no ranked printers (a plain single-process log). Printers told
@@ -81,11 +82,12 @@ class Liveness:
         for f in c.clean_ends:
             if f.event.first.origin == "rank":
                 self.rank_ends.setdefault(f.event.first.who.key(), []).append(f)
-        # source -> the last line where a launcher or Slurm reports a process that failed
+        # source -> the last line where a program reports a process that failed (a non-zero
+        # exit status): a launcher, Slurm, a remote-exec wrapper, an IDE, a subprocess call
         self.failed_exit: dict[int, int] = {}
         for e in c.exits:
             first = e.event.first
-            if nonzero(e) and first.origin in ("launcher", "scheduler"):
+            if nonzero(e):
                 self.failed_exit[first.source] = max(self.failed_exit.get(first.source, 0), first.lineno)
         self._memo: dict[int, Optional[str]] = {}
 
@@ -130,9 +132,9 @@ class Liveness:
         return None
 
     def _exit_after(self, f: Finding) -> bool:
-        """Does a launcher's or Slurm's report of a process that failed (a non-zero exit) come
-        after `f`? Then the unprefixed lines are several processes', and the progress after
-        the error may be another's: it does not show that the erring one went on."""
+        """Does any program's report of a process that failed (a non-zero exit) come after
+        `f`? Then the unprefixed lines are several processes', and the progress after the
+        error may be another's: it does not show that the erring one went on."""
         return self.failed_exit.get(f.event.first.source, 0) > f.lineno()
 
     def handled(self, f: Finding) -> bool:
