@@ -550,3 +550,27 @@ def test_an_error_records_message_naming_an_exception_is_an_exception_line_alone
     assert ev.lines == ['OSError: [Errno 13] cannot bind "/run/x"'] and ev.form == "alone" and ev.exception_idx == [0] and ev.linenos == [3]
     for other in ('    "message": "worker 3 finished",', '    "message": "see the log of rank 3 for the ValueError",', '"message": {'):
         assert not [e for e in events(other) if e.kind == "traceback"], other
+
+
+def test_a_json_string_s_escape_of_half_a_character_does_not_reach_the_report():
+    # JSON may escape half of a UTF-16 pair alone (`\ud800`): decoded, that is no character and
+    # cannot be written as UTF-8, so a report, a ledger line or a page that carried it would
+    # fail. An error record's message and a launcher summary's JSON field keep their words,
+    # with such a half replaced by U+FFFD, as the reader does for bytes that are not UTF-8
+    for half, shown in (("\\ud800", "\ufffd"), ("\\udfff", "\ufffd"), ("\\udc80 and \\ud834", "\ufffd and \ufffd")):
+        record = ['{', '  "message": {', f'    "message": "ValueError: shard {half} unreadable",', '    "extraInfo": {}', '  }', '}']
+        summary = ["=" * 40, "run.py FAILED", "-" * 40, "Failures:", "  <NO_OTHER_FAILURES>", "-" * 40,
+                   "Root Cause (first observed failure):", "[0]:", "  time      : 2031-01-01_00:00:00", "  host      : n1",
+                   "  rank      : 2 (local_rank: 2)", "  exitcode  : 1 (pid: 9)", "  error_file: /tmp/e.json",
+                   f'  msg       : "ValueError: shard {half} unreadable"', "=" * 40]
+        for text in (record, summary):
+            evs = [e for e in events("\n".join(text)) if "shard" in "\n".join(e.lines)]
+            assert [e for e in evs if e.kind == "traceback" and e.form == "alone"], text
+            for e in evs:
+                for line in e.lines:
+                    line.encode("utf-8")  # raises on a lone surrogate
+                    if e.form == "alone":
+                        assert line == f"ValueError: shard {shown} unreadable"
+    # a pair escaped whole is one character, kept
+    (ev,) = [e for e in events('  "message": "ValueError: shard \\ud83d\\ude00 unreadable",') if e.kind == "traceback"]
+    assert ev.lines == ["ValueError: shard \U0001F600 unreadable"]

@@ -616,9 +616,16 @@ class Assembler:
             out.append(Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq))
 
 
+# half of a UTF-16 pair escaped alone in JSON (`\ud800`): decoded, no character UTF-8 can hold
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _json_text(text: str) -> str:
-    """A JSON string's content (`\\"` and `\\n` undone); as it is when it does not decode (a cut one)."""
+    """A JSON string's content (`\\"` and `\\n` undone); as it is when it does not decode (a cut
+    one). An escape of half a character (a lone surrogate) becomes U+FFFD, as undecodable bytes
+    do in the reader, so that every report, ledger line and page can be written as UTF-8."""
     try:
-        return json.loads('"' + text + '"')
+        value = json.loads('"' + text + '"')
     except ValueError:
         return text
+    return LONE_SURROGATE.sub("\ufffd", value) if "\\u" in text else value
