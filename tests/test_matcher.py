@@ -485,3 +485,19 @@ def test_an_exception_wrapping_another_class_is_read_as_the_wrapped_one(tmp_path
     for line in ("lib.errors.TaskFailedError: DiskFullError: in a message", "compute(DiskFullError): not a class wrapper", "TaskFailedError(diskfull): lower case"):
         got = m.classify(_tb_event([*frames, line]))
         assert got is None or got.rule.id != "inner", line
+
+
+# the C library's words for a signal in the shell's language, alone on a line as a shell
+# prints them for a foreground command, with its core-dump note in that language or none
+LOCALISED = [("段错误", "segfault"), ("已放弃", "segfault"), ("总线错误", "segfault"), ("非法指令", "segfault"),
+             ("浮点数例外", "segfault"), ("Speicherzugriffsfehler", "segfault"), ("Abgebrochen", "segfault"),
+             ("セグメンテーション違反です", "segfault")]
+
+
+@pytest.mark.parametrize("words, category", LOCALISED)
+@pytest.mark.parametrize("note", ["", " (核心已转储)", "（核心已转储）", " (Speicherabzug geschrieben)", " (コアダンプ)"])
+def test_a_signal_s_words_in_the_shell_s_language_give_its_category(words, category, note):
+    from slurmdoc.engine.loader import load_rulebook
+
+    m = _classified(load_rulebook(), words + note)
+    assert m.rule.category == category, m.rule.id

@@ -120,6 +120,9 @@ SHELL_WORDS = {
     "aborted": 6, "abort": 6, "killed": 9, "terminated": 15, "hangup": 1, "interrupt": 2,
     # zsh's words (for SIGILL and SIGABRT), a DataLoader worker's handler's (SIGFPE), macOS's
     "illegal hardware instruction": 4, "iot instruction": 6, "floating-point exception": 8, "abort trap": 6,
+    # the C library's words in the shell's language (zh_CN, de, ja), as `Killed` is in English
+    "段错误": 11, "已放弃": 6, "总线错误": 7, "非法指令": 4, "浮点数例外": 8, "已杀死": 9,
+    "speicherzugriffsfehler": 11, "abgebrochen": 6, "getötet": 9, "セグメンテーション違反です": 11, "強制終了": 9,
 }
 
 
