@@ -81,6 +81,17 @@ def test_a_merged_report_cites_the_line_its_rule_knows_best(write):
         assert "OpType=BROADCAST" in d.root_cause.message
 
 
+def test_two_reporters_of_one_signal_merge_at_the_first_report(write):
+    # a shell's report of a job a signal ended, then a runner's exit status naming the same
+    # signal: two reporters' words for one end, found by different rules and both the
+    # claiming rule's finding; the first line is cited, whichever reporter's pattern came
+    # earlier in its own rule
+    for first, second in (("51234 segmentation fault (core dumped)  python fit.py --cfg a.yaml", "Process finished with exit code 139"),
+                          ("Process finished with exit code 139", "51234 segmentation fault (core dumped)  python fit.py --cfg a.yaml")):
+        d = diagnose([write("s.log", "\n".join(["epoch 1 step 40 loss 2.1", first, "", second]))])
+        assert d.root_cause.category == "segfault" and d.root_cause.source.endswith("s.log:2"), d.root_cause.source
+
+
 def test_a_sentence_quoting_an_error_does_not_merge_with_the_records_that_follow(write):
     # a person's sentence (another script around the error's words) above the pasted log, then
     # the program's own lines of the same error on the same stream: the records are a finding

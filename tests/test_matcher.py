@@ -501,3 +501,14 @@ def test_a_signal_s_words_in_the_shell_s_language_give_its_category(words, categ
 
     m = _classified(load_rulebook(), words + note)
     assert m.rule.category == category, m.rule.id
+
+
+@pytest.mark.parametrize("words", ["Segmentation fault", "bus error", "Aborted", "段错误", "已放弃", "Speicherzugriffsfehler"])
+@pytest.mark.parametrize("sentence", ["After the first epoch it printed {} and stopped.", "训练时程序中断，并提示：{}。怎么办？", "it comes wrong:{}"])
+def test_a_signal_s_words_with_the_core_dump_note_in_a_sentence_are_its_report(words, sentence):
+    from slurmdoc.engine.loader import load_rulebook
+
+    book = load_rulebook()
+    for note in (" (core dumped)", "(核心已转储)", "（核心已转储）"):
+        m = _classified(book, sentence.format(words + note))
+        assert m.rule.category == "segfault", (words, note, m.rule.id)

@@ -247,7 +247,9 @@ class Matcher:
                 if rule.spec.reports_signal:
                     owner = self.book.claimer(signum(caps["sig"]) if "sig" in caps else exit_signal(caps.get("exitcode")))
                     if owner is not None and owner is not rule and not self.gave_up(owner):
-                        return Match(owner, caps, line_index, known, entries, pattern, via=rule.id)
+                        # another rule's words: ranked after the claimer's own patterns, and
+                        # alike whichever reporter found them (the indices are the reporter's)
+                        return Match(owner, caps, line_index, known, entries, len(owner.patterns), via=rule.id)
                 return Match(rule, caps, line_index, known, entries, pattern)
         return None
 
