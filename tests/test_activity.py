@@ -111,8 +111,9 @@ def test_the_bundled_markers_kept_parsed_are_the_markers_parsed_from_their_file(
 
 
 def test_progress_is_kept_per_pasted_excerpt_within_a_bound(monkeypatch):
-    # an input pasted as excerpts (fences at lines 3 and 6): each excerpt's progress is its own;
-    # entries kept per excerpt are bounded over all printers, whatever the input holds
+    # an input pasted as excerpts (fences at lines 3 and 6): each fenced excerpt's progress is
+    # its own, the lines outside the fences are one excerpt (0); entries kept per excerpt are
+    # bounded over all printers, whatever the input holds
     from slurmdoc.ingest import activity
 
     src = SourceInfo(index=0, path="paste.log", excerpt_breaks=[3, 6])
@@ -121,7 +122,7 @@ def test_progress_is_kept_per_pasted_excerpt_within_a_bound(monkeypatch):
     for n, raw in ((1, "step 5 loss 1.0"), (2, "step 6 loss 1.0"), (4, "step 2 loss 3.0"), (7, "step 9 loss 0.9")):
         t.observe(parser.parse(src, n, raw))
     (a,) = t.result()
-    assert sorted((k[1], v[2]) for k, v in a.advanced.items()) == [(0, 2), (1, 4), (2, 7)]
+    assert sorted((k[1], v[2]) for k, v in a.advanced.items()) == [(0, 7), (1, 4)]
     monkeypatch.setattr(activity, "MAX_EXCERPT_MARKS", 2)
     t = ActivityTracker(sources=[src])
     for n, raw in ((1, "[rank0]: step 5"), (4, "[rank1]: step 2"), (7, "[rank2]: step 9"), (8, "[rank0]: step 6")):

@@ -212,3 +212,22 @@ def test_any_programs_report_of_a_non_zero_exit_after_an_unprefixed_error_keeps_
     for report in ("== Command on worker 2 finished with exit status 0.", "job 'train' exited with code 0"):
         d = diagnose([write("j.log", "\n".join([err, bar, report]))])
         assert d.status == "no_failure" and len(d.handled) == 1, report
+
+
+def test_a_fenced_block_a_run_prints_does_not_part_the_lines_around_it(write):
+    # a program's own output may hold a fenced block (a model's sample, a Markdown report):
+    # the lines around it are one run, so its progress after the block still outlives an
+    # error it logged before it; only fenced excerpts are read apart from each other
+    fence = "```"
+    sample = ["eval sample 0:", fence + "python", "def add(a, b):", "    return a + b", fence]
+    for after in (["step 11 loss 1.9", "step 12 loss 1.8"], ["step 11 loss 1.9", "Training completed."]):
+        d = diagnose([write("j.log", "\n".join(["step 10 loss 2.0"] + TB + sample + after))])
+        assert d.status == "no_failure" and len(d.handled) == 1, after
+        # two samples, and one at the very start
+        d = diagnose([write("j.log", "\n".join(sample + ["step 10 loss 2.0"] + TB + sample + sample + after))])
+        assert d.status == "no_failure" and len(d.handled) == 1, after
+    # a fenced excerpt stays apart from the text outside it, and from another fenced excerpt
+    d = diagnose([write("j.log", "\n".join([fence] + TB + [fence, "then:", "step 11 loss 1.9", "step 12 loss 1.8"]))])
+    assert d.status == "failed" and "Connection reset" in d.root_cause.message
+    d = diagnose([write("j.log", "\n".join(TB + [fence, "step 11 loss 1.9", "step 12 loss 1.8", fence]))])
+    assert d.status == "failed" and "Connection reset" in d.root_cause.message

@@ -8,6 +8,7 @@ The hot path (one object per log line) uses slotted classes; what leaves the lib
 # dataclasses would otherwise compile and evaluate each field's annotation at import, a share of
 # every run's start-up. Names must be defined before a class uses them.
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Optional
@@ -34,6 +35,15 @@ class SourceInfo:
     # while reading): the order of two excerpts is the paster's, not the printer's, so nothing
     # in one shows that a printer went on after a line in another (diagnosis.liveness)
     excerpt_breaks: list[int] = field(default_factory=list)
+
+    def excerpt(self, lineno: int) -> int:
+        """The pasted excerpt line `lineno` is in: each fenced block is one (odd numbers: the
+        fences open and close them in turn), and every line outside them is excerpt 0, the
+        same for all. Outside the fences stand a paster's own words, or a run's log that
+        printed a fenced block of its own (a model's sample): its lines around the block are
+        one run, in the printer's order."""
+        k = bisect_left(self.excerpt_breaks, lineno)
+        return k if k % 2 else 0
 
 
 @dataclass(slots=True)

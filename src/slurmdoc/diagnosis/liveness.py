@@ -17,7 +17,9 @@ service's error recurring between steps does not stop them).
 
 A paste of several excerpts (code fences between them, SourceInfo.excerpt_breaks) is read
 excerpt by excerpt: their order is the paster's, so progress or an end in one does not outlive
-a finding in another (a traceback quoted first, the run's progress bars pasted below it).
+a finding in another (a traceback quoted first, the run's progress bars pasted below it). Each
+fenced block is an excerpt, and the lines outside the fences are one (SourceInfo.excerpt): a
+run's log that prints a fenced block of its own is one run around it.
 
 A log with no prefixes is read as one printer, unless some program (a launcher, Slurm, a
 remote-exec wrapper, a runner, an IDE) reports a process that ended with a non-zero status
@@ -33,7 +35,6 @@ or Slurm's report of a failure is never outlived by a rank's progress.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import Optional
 
 from slurmdoc.diagnosis.findings import Collector, Finding, named, nonzero
@@ -55,8 +56,7 @@ def one_excerpt(src: SourceInfo, a: int, b: int) -> bool:
     """Are lines a < b of one input in the same pasted excerpt (no code fence between them)?
     A paste's excerpts are in the order the paster chose: a traceback quoted first and the
     run's progress bars below it say nothing of which came first."""
-    breaks = src.excerpt_breaks
-    return not breaks or bisect_left(breaks, b) == bisect_left(breaks, a)
+    return not src.excerpt_breaks or src.excerpt(a) == src.excerpt(b)
 
 
 class Liveness:
@@ -123,7 +123,7 @@ class Liveness:
             # only after it
             last = max(last, f.repeated_at)
         src = self.c.sources[first.source]
-        mark = self.progress.get(key, {}).get((first.source, bisect_left(src.excerpt_breaks, last)))
+        mark = self.progress.get(key, {}).get((first.source, src.excerpt(last)))
         if mark is not None and mark > last and not (not named(first.who) and self._exit_after(f)):
             return f"{src.path}:{mark}"
         for end in () if f.rule.spec.persists else self.rank_ends.get(key, ()):

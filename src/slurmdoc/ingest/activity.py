@@ -14,7 +14,6 @@ the tests run): Megatron's `iteration  120/ 1000 |`, tqdm bars, `step 120`, Deep
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -195,9 +194,9 @@ class ActivityTracker:
         # part of the run, or another run (SourceInfo.excerpt_breaks)
         key = mk.id
         if self.sources is not None and ll.source < len(self.sources):
-            breaks = self.sources[ll.source].excerpt_breaks
-            if breaks:
-                key = (mk.id, bisect_left(breaks, ll.lineno))
+            src = self.sources[ll.source]
+            if src.excerpt_breaks:
+                key = (mk.id, src.excerpt(ll.lineno))
         best = rec.advanced.get(key)
         if best is None:
             if key is not mk.id:
