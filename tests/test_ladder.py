@@ -165,3 +165,28 @@ def test_a_spawning_parent_s_report_alone_still_leads(write):
     ]
     d = diagnose([write("j.log", "\n".join(text))])
     assert d.status == "failed" and d.root_cause.evidence == "launcher"
+
+
+# one retried try of each kind the pack leaves out while it is retried: a store connection
+# or bind, a storage read (each with the category it stands for)
+TRIES = [
+    ("[E0301 10:00:00.000000000 socket.cpp:1023] [c10d] The client socket has timed out after 60000ms while trying to connect to (head-node, 29511).", "rendezvous_error"),
+    ("[W0301 10:00:00.000000000 socket.cpp:470] [c10d] The server socket has failed to bind to 0.0.0.0:80 (errno: 13 - Permission denied).", "rendezvous_error"),
+    ("reader: shard 7 of /lustre/ds: Remote I/O error, retrying (attempt 5/5)", "io_error"),
+]
+
+
+def test_a_retried_try_that_is_its_printers_last_word_is_the_bottom_rung(write):
+    # the line of a try that is retried is no failure while the program goes on, but when
+    # nothing after it outlives it (the log ends there, or only lines that are no progress
+    # follow), it is the failure's only trace
+    for line, category in TRIES:
+        d = diagnose([write("j.log", "\n".join(["starting job 17", line, "  (no further output)"]))])
+        assert d.status == "failed" and d.root_cause.category == category and d.root_cause.evidence == "error_line", line
+        assert d.root_cause.source.endswith(":2"), line
+        # the same try followed by progress was retried with success: handled
+        d = diagnose([write("j.log", "\n".join(["starting job 17", line, "epoch 0 step 1 loss 2.31", "epoch 0 step 2 loss 2.20"]))])
+        assert d.status == "no_failure" and len(d.handled) == 1, line
+        # any stronger evidence after it leads (the exception that ends the retries)
+        d = diagnose([write("j.log", "\n".join([line, "ValueError: the run configuration names no dataset"]))])
+        assert d.status == "failed" and d.root_cause.evidence != "error_line" and d.root_cause.source.endswith(":2"), line
