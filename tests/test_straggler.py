@@ -28,3 +28,20 @@ def test_a_lone_reporter_of_a_timeout_is_not_called_its_cause(write):
     d = diagnose([write("w.log", line)])
     assert d.root_cause.category == "nccl_timeout" and d.root_cause.rank is None
     assert any("reported by rank 3" in e for e in d.root_cause.evidence_lines)
+
+
+def test_a_timeout_message_that_names_the_rank_it_waited_for_names_the_root_rank(write):
+    # the rank the others waited for is named inside another rank's error message, in the
+    # words of a barrier that monitors its members: the waiting rank's own, or the message of
+    # the rank that found which members never arrived; with or without the printer's prefix
+    tb = ["Traceback (most recent call last):", '  File "/w/fsdp_init.py", line 40, in sync_params', "    dist._broadcast_coalesced(module_states)"]
+    msgs = ["RuntimeError: Rank 2 successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 5. Please check rank 5 logs for faulty rank.",
+            "RuntimeError: Ranks 5, 6 failed to pass monitoredBarrier in 60000 ms"]
+    for msg in msgs:
+        for prefix in ("", "[rank2]: ", "(Actor pid=812) "):
+            d = diagnose([write("j.log", "\n".join(prefix + line for line in ["step 3 loss 1.0"] + tb + [msg]))])
+            assert d.root_cause.category == "nccl_timeout" and d.root_cause.rank == 5 and 5 in d.root_cause.stragglers, (msg, prefix)
+    # a rank's own crash still leads over the echo that names it
+    crash = ["[rank5]: Traceback (most recent call last):", '[rank5]:   File "/w/train.py", line 9, in step', "[rank5]: ValueError: empty batch"]
+    d = diagnose([write("j.log", "\n".join(crash + ["[rank2]: " + line for line in tb + [msgs[0]]]))])
+    assert d.root_cause.category == "python_exception" and d.root_cause.rank == 5
