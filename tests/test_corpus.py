@@ -33,11 +33,6 @@ KNOWN_MISSES: dict[str, str] = {
         "stops printing while its peer reports gloo 'Connection reset by peer' is the root "
         "(killed, rank 1); the peer's error is taken instead (nccl_error on rank 0)"
     ),
-    "launchers/ray_barrier_straggler": (
-        "Ray Train, monitored barrier: the controller's copy of rank 0's 'Rank 1 failed to pass "
-        "monitoredBarrier' is read as a timeout with no rank; the rank it names as missing is the "
-        "straggler (nccl_timeout on rank 1)"
-    ),
     "launchers/ray_sigkill": (
         "Ray Train: a worker killed by SIGKILL leaves only the driver's '[Rank 1 Error Snippet]: A "
         "worker health check failed ... its worker process has died'; the peer's gloo 'Connection "
