@@ -40,13 +40,20 @@ def test_markdown_fences_and_bold_lines_go():
 
 def test_fence_lines_are_recorded_as_the_breaks_between_pasted_excerpts():
     # each fence line (opening or closing, with a language or not) is a break; a fence glued
-    # to a log line is not a line of its own and breaks nothing; the record is bounded
+    # to a log line is no line of its own and breaks before that line (glued at its start) or
+    # after it (at its end), so that fences still open and close excerpts in turn; the record
+    # is bounded
     from slurmdoc.ingest import damage
 
     pasted = ["the run dies with:", "```text", *TB, "```", "and the bars:", "```", "step 3", " ``` ", "```" + TB[0], TB[1]]
     breaks: list[int] = []
     kept = [n for n, _, _ in repair(((i, ln, False) for i, ln in enumerate(pasted, 1)), breaks)]
-    assert breaks == [2, 10, 12, 14] and not set(breaks) & set(kept)
+    assert breaks == [2, 10, 12, 14, 14] and not set(breaks) & set(kept)
+    glued = ["the run dies with:", "```" + TB[0], *TB[1:], "and the bars:", "```", "step 3" + "```", "ok"]
+    breaks = []
+    kept = [n for n, _, _ in repair(((i, ln, False) for i, ln in enumerate(glued, 1)), breaks)]
+    fence_line = len(TB) + 3
+    assert breaks == [1, fence_line, fence_line + 1] and kept == [n for n in range(1, len(glued) + 1) if n != fence_line]
     many: list[int] = []
     list(repair(((i, "```", False) for i in range(1, damage.MAX_BREAKS + 50)), many))
     assert len(many) == damage.MAX_BREAKS

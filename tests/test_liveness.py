@@ -231,3 +231,21 @@ def test_a_fenced_block_a_run_prints_does_not_part_the_lines_around_it(write):
     assert d.status == "failed" and "Connection reset" in d.root_cause.message
     d = diagnose([write("j.log", "\n".join(TB + [fence, "step 11 loss 1.9", "step 12 loss 1.8", fence]))])
     assert d.status == "failed" and "Connection reset" in d.root_cause.message
+
+
+def test_a_fence_glued_to_a_log_line_opens_or_closes_its_excerpt_too(write):
+    # a paste's fence with the log's first line glued after it (Markdown takes the line for the
+    # fence's info string), or its closing fence glued to the last line, still bounds its
+    # excerpt: the excerpts after it pair up as fenced blocks, so another excerpt's progress
+    # does not outlive the error in it
+    fence = "```"
+    glued_open = [fence + TB[0]] + TB[1:] + [fence]
+    glued_close = [fence] + TB[:-1] + [TB[-1] + fence]
+    later = ["and the bars before it:", fence, "step 11 loss 1.9", "step 12 loss 1.8", fence]
+    for excerpt in (glued_open, glued_close):
+        d = diagnose([write("j.log", "\n".join(["the run dies with:"] + excerpt + later))])
+        assert d.status == "failed" and "Connection reset" in d.root_cause.message, excerpt
+        # ... and progress within its own excerpt still outlives it
+        inside = excerpt[:-1] + ["step 13 loss 1.7", excerpt[-1]] if excerpt is glued_open else [fence] + TB + ["step 13 loss 1.7" + fence]
+        d = diagnose([write("j.log", "\n".join(["the run dies with:"] + inside + later))])
+        assert d.status == "no_failure" and len(d.handled) == 1, inside

@@ -26,8 +26,9 @@ column being confirmed, a line that may have been wrapped), never more than `MAX
 lines. Clean input takes a fast path that costs a length comparison and two cheap checks
 per line. Nothing is ever dropped except lines that are decoration only (a bare fence, an
 empty `**` line); a joined line keeps the number of its first piece. A bare fence line's
-number is recorded as a break between pasted excerpts (`repair(..., breaks)`): the reader ends
-whatever it was assembling there, and liveness reads each excerpt's progress on its own.
+number is recorded as a break between pasted excerpts (`repair(..., breaks)`), and so is a
+fence glued to a log line (before that line, or after it when glued to its end): the reader
+ends whatever it was assembling there, and liveness reads each excerpt's progress on its own.
 """
 
 from __future__ import annotations
@@ -164,13 +165,16 @@ class Repair:
             raw = raw[m.end():]  # a quoted reply's marks (`>>>`, `>text` are no quote)
         if "`" in raw:
             if FENCE.match(raw):
-                if self.breaks is not None and len(self.breaks) < MAX_BREAKS:
-                    self.breaks.append(n)
+                self._break(n)
                 return  # decoration only
             if raw.startswith("```"):
                 raw = FENCE_HEAD.sub("", raw, 1)
+                if raw[:1] != "`":
+                    self._break(n - 1)  # a fence glued before this line: it opens here
             if raw.endswith("```"):
                 raw = raw[:-3]
+                if raw[-1:] != "`":
+                    self._break(n)  # ... glued after it: it closes after this line
             if raw.count("`") % 2:
                 # a log pasted as inline code: the mark that opens or closes it, unmatched on
                 # this line, is the paste's; a lone mark is decoration only
@@ -192,6 +196,14 @@ class Repair:
                 if not raw.strip():
                     return
         self._column(n, raw, hit, out)
+
+    def _break(self, after: int) -> None:
+        """A fence between line `after` and the next: it ends one pasted excerpt and starts
+        another (SourceInfo.excerpt_breaks; a bare fence line's own number, which no line keeps).
+        Every fence counts, two at one place too: fences open and close excerpts in turn."""
+        b = self.breaks
+        if b is not None and len(b) < MAX_BREAKS:
+            b.append(after)
 
     # ---- stage 2: a line-number column --------------------------------------------------
     def _column(self, n: int, raw: str, hit: bool, out: list[Line]) -> None:
