@@ -249,3 +249,19 @@ def test_a_fence_glued_to_a_log_line_opens_or_closes_its_excerpt_too(write):
         inside = excerpt[:-1] + ["step 13 loss 1.7", excerpt[-1]] if excerpt is glued_open else [fence] + TB + ["step 13 loss 1.7" + fence]
         d = diagnose([write("j.log", "\n".join(["the run dies with:"] + inside + later))])
         assert d.status == "no_failure" and len(d.handled) == 1, inside
+
+
+def test_a_failed_process_report_ends_the_failure_nearest_before_it_not_a_handled_earlier_one(write):
+    # an unprefixed error the program handled (steps follow it), then another kind of error,
+    # then a report that a process failed: the report is the end of the later error; the
+    # earlier one stays handled, whoever reports the end (Slurm, an IDE, a wrapper)
+    handled = ["Traceback (most recent call last):", '  File "cache.py", line 12, in load', "FileNotFoundError: [Errno 2] No such file or directory: '/tmp/cache/idx.bin'"]
+    fatal = ["Traceback (most recent call last):", '  File "train.py", line 90, in step', "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    for report in ("srun: error: n1: task 0: Exited with exit code 1", "Process finished with exit code 1", "== Command on worker 0 failed with exit status 1."):
+        d = diagnose([write("j.log", "\n".join(["step 1 loss 2.0"] + handled + ["step 2 loss 1.9", "step 3 loss 1.8"] + fatal + [report]))])
+        assert d.status == "failed" and d.root_cause.category == "cuda_error" and d.root_cause.source.endswith(":9"), report
+        assert any("idx.bin" in h.message for h in d.handled), report
+        # the same error repeated before the report (several processes printing it) stays alive
+        # from its first line: the steps between may be another process's
+        d = diagnose([write("j.log", "\n".join(["step 1 loss 2.0"] + fatal + ["step 2 loss 1.9"] + fatal + [report]))])
+        assert d.status == "failed" and d.root_cause.category == "cuda_error" and d.root_cause.source.endswith(":4"), report

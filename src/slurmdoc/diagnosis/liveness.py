@@ -35,6 +35,7 @@ or Slurm's report of a failure is never outlived by a rank's progress.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Optional
 
 from slurmdoc.diagnosis.findings import Collector, Finding, named, nonzero
@@ -82,13 +83,22 @@ class Liveness:
         for f in c.clean_ends:
             if f.event.first.origin == "rank":
                 self.rank_ends.setdefault(f.event.first.who.key(), []).append(f)
-        # source -> the last line where a program reports a process that failed (a non-zero
-        # exit status): a launcher, Slurm, a remote-exec wrapper, an IDE, a subprocess call
-        self.failed_exit: dict[int, int] = {}
+        # source -> the lines where a program reports a process that failed (a non-zero exit
+        # status): a launcher, Slurm, a remote-exec wrapper, an IDE, a subprocess call
+        self.failed_exit: dict[int, list[int]] = {}
         for e in c.exits:
-            first = e.event.first
             if nonzero(e):
-                self.failed_exit[first.source] = max(self.failed_exit.get(first.source, 0), first.lineno)
+                self.failed_exit.setdefault(e.event.first.source, []).append(e.event.first.lineno)
+        for lines in self.failed_exit.values():
+            lines.sort()
+        # source -> (line, rule id) of the failures reported in it (causes, and each symptom's
+        # first), in line order: a report of a failed process is the end of the failure
+        # nearest before it, not of an earlier one
+        self.failures: dict[int, list[tuple[int, str]]] = {}
+        for f in list(c.causes) + [g.first for g in c.symptoms.values() if not g.first.rule.spec.exit_evidence]:
+            self.failures.setdefault(f.event.first.source, []).append((f.event.first.lineno, f.rule.id))
+        for found in self.failures.values():
+            found.sort()
         self._memo: dict[int, Optional[str]] = {}
 
     def resumed(self, f: Finding) -> Optional[str]:
@@ -133,9 +143,25 @@ class Liveness:
 
     def _exit_after(self, f: Finding) -> bool:
         """Does any program's report of a process that failed (a non-zero exit) come after
-        `f`? Then the unprefixed lines are several processes', and the progress after the
-        error may be another's: it does not show that the erring one went on."""
-        return self.failed_exit.get(f.event.first.source, 0) > f.lineno()
+        `f`, with no failure of another rule reported between them? Then the unprefixed lines
+        are several processes', and the progress after the error may be another's: it does
+        not show that the erring one went on. A failure of another kind between them is what
+        that report ends (an error the program handled, then the one that ended it)."""
+        source = f.event.first.source
+        exits = self.failed_exit.get(source)
+        if not exits:
+            return False
+        last = f.event.linenos[-1] if f.event.linenos else f.event.first.lineno
+        i = bisect_right(exits, last)
+        if i == len(exits):
+            return False
+        found = self.failures.get(source, [])
+        j = bisect_right(found, (last, "\uffff"))
+        while j < len(found) and found[j][0] < exits[i]:
+            if found[j][1] != f.rule.id:
+                return False
+            j += 1
+        return True
 
     def handled(self, f: Finding) -> bool:
         return self.resumed(f) is not None
