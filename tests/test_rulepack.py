@@ -204,3 +204,23 @@ def test_an_errno_on_a_warning_or_a_retried_line_is_no_filesystem_failure(errno_
                    "srun: error: n3: task 0: Exited with exit code 1\n")
     root = diagnose([str(log)]).root_cause
     assert root is not None and root.category == "python_exception"
+
+
+@pytest.mark.parametrize("report", [
+    "/var/spool/slurmd/job77/slurm_script: line 31: 18234 Terminated              nvidia-smi dmon -s um -d 10",
+    "[1]+  Terminated              watch -n 30 free -g",
+    "[2]  + 18234 terminated  nvidia-smi --query-gpu=utilization.gpu --format=csv -l 10",
+    "zsh: terminated  tail -f /scratch/run/metrics.jsonl",
+])
+def test_a_script_stopping_its_own_background_job_is_no_failure(report, tmp_path):
+    """A batch script that starts a helper in the background (a GPU monitor, a log follower)
+    and `kill`s it when training is done: the shell reports that SIGTERM ended the job. The
+    shell survives to say so only when the signal was sent to that job alone; Slurm's
+    cancellation and time limit end the shell too and report themselves, and a launcher's
+    cascade has its own words. A run that finished is not failed by it."""
+    from slurmdoc.api import diagnose
+
+    log = tmp_path / "slurm-77.out"
+    log.write_text("step 100 loss 2.31\nstep 200 loss 2.01\nTraining complete.\n" + report + "\n")
+    d = diagnose([str(log)])
+    assert d.status == "no_failure", (report, d.root_cause)
