@@ -151,12 +151,12 @@ class Liveness:
         exits = self.failed_exit.get(source)
         if not exits:
             return False
-        last = f.event.linenos[-1] if f.event.linenos else f.event.first.lineno
-        i = bisect_right(exits, last)
+        at = f.lineno()  # (an event's lines may reach past a report printed inside it)
+        i = bisect_right(exits, at)
         if i == len(exits):
             return False
         found = self.failures.get(source, [])
-        j = bisect_right(found, (last, "\uffff"))
+        j = bisect_right(found, (at, "\uffff"))
         while j < len(found) and found[j][0] < exits[i]:
             if found[j][1] != f.rule.id:
                 return False
