@@ -208,9 +208,11 @@ def test_any_programs_report_of_a_non_zero_exit_after_an_unprefixed_error_keeps_
     for report in reports:
         d = diagnose([write("j.log", "\n".join([err, bar, report, "Post-run analysis: graph size 2.3 GB"]))])
         assert d.status == "failed" and "device memory" in d.root_cause.message and d.root_cause.source.endswith(":1"), report
-    # the same report with a zero status is a clean end of something else: the bar outlives the error
+    # the same report with a zero status is a clean end of something else: the bar going on
+    # outlives the error
+    bar2 = "  3%|3         | 10/300 [00:34<16:43,  3.46s/it]"
     for report in ("== Command on worker 2 finished with exit status 0.", "job 'train' exited with code 0"):
-        d = diagnose([write("j.log", "\n".join([err, bar, report]))])
+        d = diagnose([write("j.log", "\n".join([err, bar, bar2, report]))])
         assert d.status == "no_failure" and len(d.handled) == 1, report
 
 
@@ -246,7 +248,7 @@ def test_a_fence_glued_to_a_log_line_opens_or_closes_its_excerpt_too(write):
         d = diagnose([write("j.log", "\n".join(["the run dies with:"] + excerpt + later))])
         assert d.status == "failed" and "Connection reset" in d.root_cause.message, excerpt
         # ... and progress within its own excerpt still outlives it
-        inside = excerpt[:-1] + ["step 13 loss 1.7", excerpt[-1]] if excerpt is glued_open else [fence] + TB + ["step 13 loss 1.7" + fence]
+        inside = excerpt[:-1] + ["step 13 loss 1.7", "step 14 loss 1.6", excerpt[-1]] if excerpt is glued_open else [fence] + TB + ["step 13 loss 1.7", "step 14 loss 1.6" + fence]
         d = diagnose([write("j.log", "\n".join(["the run dies with:"] + inside + later))])
         assert d.status == "no_failure" and len(d.handled) == 1, inside
 
@@ -265,3 +267,22 @@ def test_a_failed_process_report_ends_the_failure_nearest_before_it_not_a_handle
         # from its first line: the steps between may be another process's
         d = diagnose([write("j.log", "\n".join(["step 1 loss 2.0"] + fatal + ["step 2 loss 1.9"] + fatal + [report]))])
         assert d.status == "failed" and d.root_cause.category == "cuda_error" and d.root_cause.source.endswith(":4"), report
+
+
+def test_one_progress_mark_after_an_error_shows_no_motion(write):
+    # a printer is outlived by progress, that is by moving: a mark beyond one it printed before
+    # (before the error or after it). A first mark alone after the error shows only where it
+    # stood, such as a bar a dying process closes (printed once at its exit) or a summary
+    # line: the error stays alive; a second mark that goes further, or one beyond a mark
+    # printed before the error, outlives it
+    err = ["Traceback (most recent call last):", '  File "train.py", line 7, in step', "RuntimeError: device lost while running the step"]
+    for mark in ("  0%|          | 1/300 [12:22<61:42:17, 742.93s/it]", "step 1 loss 2.0", "Iteration 0, loss 18.4"):
+        d = diagnose([write("j.log", "\n".join(err + [mark]))])
+        assert d.status == "failed" and "device lost" in d.root_cause.message, mark
+    d = diagnose([write("j.log", "\n".join(err + ["step 1 loss 2.0", "step 2 loss 1.9"]))])
+    assert d.status == "no_failure" and len(d.handled) == 1
+    d = diagnose([write("j.log", "\n".join(["step 1 loss 2.0"] + err + ["step 2 loss 1.9"]))])
+    assert d.status == "no_failure" and len(d.handled) == 1
+    # the same mark redrawn after the error is still no motion
+    d = diagnose([write("j.log", "\n".join(["step 1 loss 2.0"] + err + ["step 1 loss 2.0"]))])
+    assert d.status == "failed"

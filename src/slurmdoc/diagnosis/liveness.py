@@ -2,8 +2,10 @@
 
 A traceback logged by a retry or a fallback, a worker crash the trainer recovers from, an
 error line from a side service: when the same printer then goes on making progress (a
-progress mark after it, ingest.activity), or reaches a clean end (a `clean_end` rule's
-line), the finding is listed as handled and is never the root cause. A clean end said for
+progress mark after it that goes beyond an earlier mark of the printer, ingest.activity: a
+first mark alone shows where it stood, not that it moved, as a bar a dying process closes
+once at its exit), or reaches a clean end (a `clean_end` rule's line), the finding is
+listed as handled and is never the root cause. A clean end said for
 the whole job (no rank of its own) covers every printer's earlier findings.
 
 A state rather than an event (a `persists` rule: a loss printed as NaN) that the printer
@@ -75,7 +77,9 @@ class Liveness:
                 # share the unprefixed stream's key, never the unprefixed printer itself
             if a.advanced:
                 marks = self.progress.setdefault(a.who.key(), {})
-                for k, (_, src, line) in a.advanced.items():
+                for k, (_, src, line, moved) in a.advanced.items():
+                    if not moved:
+                        continue  # one mark alone shows where the printer was, not that it went on
                     at = (src, k[1] if isinstance(k, tuple) else 0)
                     marks[at] = max(marks.get(at, 0), line)
         self.job_ends = [f for f in c.clean_ends if f.event.first.origin != "rank"]

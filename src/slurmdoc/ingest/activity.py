@@ -203,9 +203,9 @@ class ActivityTracker:
                 if self.excerpt_marks >= MAX_EXCERPT_MARKS:
                     return  # bounded whatever the input: an excerpt past the budget is not read
                 self.excerpt_marks += 1
-            rec.advanced[key] = (at, ll.source, ll.lineno)
+            rec.advanced[key] = (at, ll.source, ll.lineno, False)  # a first mark: a state, no motion yet
         elif at > best[0]:
-            rec.advanced[key] = (at, ll.source, ll.lineno)
+            rec.advanced[key] = (at, ll.source, ll.lineno, True)
 
     def result(self) -> list[RankActivity]:
         return list(self._recs.values())
