@@ -96,8 +96,9 @@ def test_an_exception_python_dropped_is_never_the_failure_but_a_thread_exception
     assert d.status == "failed" and d.root_cause.category == "python_exception"
     d = diagnose([write("d.log", "\n".join(thread + [""] + tb("", OOM)))])
     assert d.root_cause.category == "python_exception" and d.root_cause.source.endswith("d.log:4")
-    # the process went on stepping after it: outlived, the later error leads
-    d = diagnose([write("e.log", "\n".join(thread + ["", "step 9"] + tb("", OOM)))])
+    # the process went on stepping after it (moved from one step to the next): outlived, the
+    # later error leads
+    d = diagnose([write("e.log", "\n".join(thread + ["", "step 9", "step 10"] + tb("", OOM)))])
     assert d.root_cause.category == "cuda_oom"
 
 
