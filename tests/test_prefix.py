@@ -316,3 +316,17 @@ def test_the_text_after_a_bar_keeps_the_bar_s_physical_line():
     src = SourceInfo(index=0, path="x.log")
     lines = split_line(parser, src, 7, " 31%|###       | 331/1063 [01:06<03:59,  3.06it/s]Killed")
     assert [ll.text for ll in lines][-1] == "Killed" and {ll.lineno for ll in lines} == {7}
+
+
+@pytest.mark.parametrize("unit", ["1/1 [=] - a: x ", "2/9 \u2501\u2501 - loss: 0.5 ", "3/3 [>..] 12ms/step - b c: 7 "])
+def test_looking_for_text_glued_after_a_bar_takes_time_in_proportion_to_the_line(unit):
+    # a line (up to the reader's 1 MiB) made of many bar-like pieces and no glued text: each
+    # piece's search for the end of a bar must not run on to the end of the line, or a long
+    # line costs minutes
+    import time
+
+    line = unit * ((256 << 10) // len(unit))
+    t0 = time.perf_counter()
+    assert P.split_glued(line) == [line]
+    assert P.split_glued(line + "5/5 [=====] - loss: 0.25Killed")[-1] == "Killed"
+    assert time.perf_counter() - t0 < 2.0

@@ -71,11 +71,14 @@ BAR_GLUED = re.compile(
 # Keras's bar (`165376/296960 [=====>.....] - ETA: 365s - loss: 2.1371`, Keras 3's
 # `64/64 ━━━━━━━━━━ 3s 54ms/step - loss: 4.0454e-04`) ends in a value, not a bracket: what is
 # glued on starts with a letter right after its last value (and its unit) or its step time
-KERAS_GLUED = re.compile(
-    r"/\d+ (?:\[[=>.]*\]|\u2501+)[^\n]*?"
+# (searched as two parts, the bar and then its end after it: one expression with a lazy run
+# between them ran on to the end of the line from every bar-like piece, quadratic in a long
+# line; a metric's name is at most 80 characters)
+KERAS_BAR = re.compile(r"/\d+ (?:\[[=>.]*\]|\u2501+)")
+KERAS_END = re.compile(
     # (the value taken whole, as an atomic group would, written as a lookahead and its
     # backreference: Python 3.10's re has no atomic groups)
-    r"(?: - [\w ]+: (?=(?P<value>-?\d[\d.:]*(?:e[-+]?\d+)?(?:[mu]?s)?))(?P=value)| \d+[mu]?s/step)(?=[A-Za-z])"
+    r"(?: - [\w ]{1,80}: (?=(?P<value>-?\d[\d.:]*(?:e[-+]?\d+)?(?:[mu]?s)?))(?P=value)| \d+[mu]?s/step)(?=[A-Za-z])"
 )
 SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ")
 LAUNCHER_MARKS = (
@@ -272,9 +275,11 @@ class PrefixParser:
         cut = self._record_glue_point(raw)
         if _has_bar(raw):
             # the text after a progress bar is a line of its own
-            for rx in (BAR_GLUED, KERAS_GLUED):
-                if (m := rx.search(raw, 1, cut if cut is not None else len(raw))) is not None:
-                    cut = m.end()
+            if (m := BAR_GLUED.search(raw, 1, cut if cut is not None else len(raw))) is not None:
+                cut = m.end()
+            end = cut if cut is not None else len(raw)
+            if (bar := KERAS_BAR.search(raw, 1, end)) is not None and (m := KERAS_END.search(raw, bar.end(), end)) is not None:
+                cut = m.end()  # Keras's: the end of the first bar's values (any later bar's are after it)
         return cut
 
     def _record_glue_point(self, raw: str) -> Optional[int]:
