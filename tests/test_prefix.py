@@ -330,3 +330,20 @@ def test_looking_for_text_glued_after_a_bar_takes_time_in_proportion_to_the_line
     assert P.split_glued(line) == [line]
     assert P.split_glued(line + "5/5 [=====] - loss: 0.25Killed")[-1] == "Killed"
     assert time.perf_counter() - t0 < 2.0
+
+
+@pytest.mark.parametrize("unit", ["[00:01<00:02, 3.1it/s]x", "5/5 [=] - a: 1x", "x Traceback (most recent call last): ", "[rank1]: x "])
+def test_a_line_of_very_many_glued_records_is_cut_in_time_in_proportion_to_it(unit):
+    # each cut searches the rest of the line again: cuts are bounded per physical line, the
+    # pieces after the last one stay together, and they all concatenate back to the line
+    import time
+
+    from slurmdoc.ingest import prefix
+
+    line = unit * ((256 << 10) // len(unit))
+    t0 = time.perf_counter()
+    pieces = P.split_glued(line)
+    assert time.perf_counter() - t0 < 2.0
+    assert "".join(pieces) == line and 2 <= len(pieces) <= prefix.MAX_GLUED_PIECES
+    few = unit * 10
+    assert len(P.split_glued(few)) >= 9  # a few glued records are all cut apart

@@ -80,6 +80,10 @@ KERAS_END = re.compile(
     # backreference: Python 3.10's re has no atomic groups)
     r"(?: - [\w ]{1,80}: (?=(?P<value>-?\d[\d.:]*(?:e[-+]?\d+)?(?:[mu]?s)?))(?P=value)| \d+[mu]?s/step)(?=[A-Za-z])"
 )
+# records cut out of one physical line at most: each cut searches the rest of the line again,
+# so a line of thousands of glued pieces (1 MiB of bars glued to text) would take time
+# quadratic in its length; past the bound the rest of the line stays one piece
+MAX_GLUED_PIECES = 64
 SCHEDULER_STARTS = ("srun: ", "slurmstepd", "sbatch: ", "salloc: ")
 LAUNCHER_MARKS = (
     "torch/distributed/elastic/",
@@ -248,13 +252,14 @@ class PrefixParser:
         follows other text; the pieces concatenate back to `raw`.
         """
         pieces: list[str] = []
-        while True:
+        while len(pieces) < MAX_GLUED_PIECES - 1:
             cut = self._glue_point(raw)
             if cut is None:
-                pieces.append(raw)
-                return pieces
+                break
             pieces.append(raw[:cut])
             raw = raw[cut:]
+        pieces.append(raw)  # (past the bound, the rest of the line stays one piece)
+        return pieces
 
     def glued(self, raw: str) -> bool:
         """Does `raw` hold more than one record? Cheap for the lines that cannot."""
