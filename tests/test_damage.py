@@ -312,3 +312,17 @@ def test_the_plain_test_before_the_column_and_colour_regexes_misses_none(rest):
     if COLUMN.match(raw) or LOST_ESC_HEAD.match(raw):
         assert _bracket_code(raw)
     assert not _bracket_code("[2025-03-01 12:00:00] x")
+
+
+def test_a_line_holding_both_fences_of_a_pair_breaks_no_excerpt():
+    # `...```42```` (a model's sample, a sentence quoting code) opens and closes on its own
+    # line: no excerpt starts or ends there, so the fences after it still pair up as before;
+    # one fence glued to a line does break
+    for line in ("Answer: ```42```", "```pip install x```", "use ```a``` or ```b```"):
+        breaks: list[int] = []
+        list(repair(((i, ln, False) for i, ln in enumerate(["step 1", line, "step 2"], 1)), breaks))
+        assert breaks == [], line
+    for line in ("```Traceback (most recent call last):", "ValueError: x```"):
+        breaks = []
+        list(repair(((i, ln, False) for i, ln in enumerate(["step 1", line, "step 2"], 1)), breaks))
+        assert len(breaks) == 1, line

@@ -167,13 +167,16 @@ class Repair:
             if FENCE.match(raw):
                 self._break(n)
                 return  # decoration only
+            # one fence glued to a log line breaks there; a line holding both fences of a
+            # pair (`...```42````, inline code) opens and closes nothing
+            lone = raw.count("```") == 1
             if raw.startswith("```"):
                 raw = FENCE_HEAD.sub("", raw, 1)
-                if raw[:1] != "`":
+                if lone and raw[:1] != "`":
                     self._break(n - 1)  # a fence glued before this line: it opens here
             if raw.endswith("```"):
                 raw = raw[:-3]
-                if raw[-1:] != "`":
+                if lone and raw[-1:] != "`":
                     self._break(n)  # ... glued after it: it closes after this line
             if raw.count("`") % 2:
                 # a log pasted as inline code: the mark that opens or closes it, unmatched on
