@@ -347,3 +347,12 @@ def test_a_line_of_very_many_glued_records_is_cut_in_time_in_proportion_to_it(un
     assert "".join(pieces) == line and 2 <= len(pieces) <= prefix.MAX_GLUED_PIECES
     few = unit * 10
     assert len(P.split_glued(few)) >= 9  # a few glued records are all cut apart
+
+
+def test_past_the_bound_on_cuts_the_text_after_a_line_s_last_bar_is_still_its_own():
+    # hundreds of progress updates glued with no line break between them (a paste that lost
+    # its carriage returns), then the message that ended the run: the message is still a
+    # line of its own, whatever the bound on cuts left together before it
+    bars = "".join(f"Epoch 1: {i % 100:2d}%|#   | {i}/900 [00:{i % 60:02d}<01:00,  9.9it/s]" for i in range(300))
+    pieces = P.split_glued(bars + "Killed")
+    assert pieces[-1] == "Killed" and "".join(pieces) == bars + "Killed"

@@ -252,13 +252,23 @@ class PrefixParser:
         follows other text; the pieces concatenate back to `raw`.
         """
         pieces: list[str] = []
-        while len(pieces) < MAX_GLUED_PIECES - 1:
+        while len(pieces) < MAX_GLUED_PIECES - 2:
             cut = self._glue_point(raw)
             if cut is None:
-                break
+                pieces.append(raw)
+                return pieces
             pieces.append(raw[:cut])
             raw = raw[cut:]
-        pieces.append(raw)  # (past the bound, the rest of the line stays one piece)
+        # past the bound the rest stays together, but for the text after its last progress
+        # bar: what ended the run (`...it/s]Killed`) is a line of its own (one linear search)
+        last = None
+        if _has_bar(raw):
+            for last in BAR_GLUED.finditer(raw, 1):
+                pass
+        if last is not None:
+            pieces.append(raw[: last.end()])
+            raw = raw[last.end() :]
+        pieces.append(raw)
         return pieces
 
     def glued(self, raw: str) -> bool:
