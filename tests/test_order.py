@@ -48,6 +48,21 @@ def test_an_error_quoted_in_a_cjk_sentence_yields_to_its_record_but_one_beside_a
         assert d.root_cause.category == "cuda_oom" and d.root_cause.source == f"{path}:{want}", around
 
 
+def test_an_error_quoted_whole_between_quotation_marks_yields_to_its_record(write):
+    """A line that is all one quotation (it opens with a quotation mark and closes with its
+    pair: a person quoting the error above the pasted log) is a quote: the program's own record
+    of the same error, below it, is the root. A JSON field (`"message": ...`) is no quotation,
+    and a quoted error with no record of its kind stays the root (it is all there is)."""
+    later = tb("[rank2]: ", OOM)
+    record = 2 + len(later)  # the record's exception line, below the quoted line 2
+    for around, want in (("' {} '", record), ('"{}".', record), ("\u201c{}\u201d", record), ("{}", 2), ("'{}' was printed, then {}", 2)):
+        path = write("j.log", "\n".join(["I get this:", around.format(OOM, OOM)] + later))
+        d = diagnose([path])
+        assert d.root_cause.category == "cuda_oom" and d.root_cause.source == f"{path}:{want}", (around, d.root_cause.source)
+    path = write("q.log", "\n".join(["I get this:", "'{}'".format(OOM), "step 3 done"]))
+    assert diagnose([path]).root_cause.source == f"{path}:2"
+
+
 def test_an_echo_that_says_another_rank_failed_does_not_lead_ahead_of_an_earlier_exit_report(write):
     # with no cause in the log, a report that a process exited with an error comes before
     # the surviving ranks' lines saying only that some rank failed: the earlier one leads

@@ -394,10 +394,18 @@ def _prose() -> re.Pattern[str]:
     return re.compile(PROSE)
 
 
+# a line that is a quotation: it opens with a quotation mark and closes with its pair (a
+# JSON field, `"key": ...`, opens with a quoted name and is no quotation)
+QUOTED = re.compile(r"""\s*(?:'(?!\w+'\s*:)[^\n]*'|"(?!\w+"\s*:)[^\n]*"|\u2018[^\n]*\u2019|\u201c[^\n]*\u201d|\u00ab[^\n]*\u00bb)[\s.,;:!?)]*$""")
+
+
 def quotes(ev: Event) -> bool:
     """Is the event a person's sentence quoting an error (a one-line event, or an exception
-    line alone, in another script around the error's words)?"""
+    line alone, in another script around the error's words, or the whole line between
+    quotation marks)?"""
     if not (ev.kind == "line" or ev.form == "alone"):
         return False
     head = ev.lines[0][:400]
+    if head[:1] in "'\"\u2018\u201c\u00ab " and QUOTED.match(ev.lines[0][:2000]) is not None:
+        return True
     return not head.isascii() and _prose().search(head) is not None
