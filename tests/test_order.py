@@ -139,3 +139,19 @@ def test_an_abort_right_after_an_uncaught_cpp_exception_is_explained_by_what_its
     # in another file than the abort
     d = diagnose([write("d1.log", "\n".join(["step 7", term, f"  what():  {timeout}"])), write("d2.log", "\n".join([sigterm, exit6.format(r=3)]))])
     assert d.root_cause.category == "segfault"
+
+
+def test_a_plain_non_zero_exit_is_explained_by_the_named_error_its_process_printed_last(write):
+    # a process's last output is an error a rule names on the bottom rung (a retried try that
+    # never succeeded), then its end is reported only as an exit status: that error is why it
+    # exited. An error only the generic lexicon knows, a signal's end, or an error printed after
+    # the exit explain nothing
+    try_line = "[W socket.cpp:601] [c10d] The client socket has timed out after 60s while trying to connect to (node-a, 29500)."
+    exit_line = "srun: error: node-b: task 1: Exited with exit code 1"
+    d = diagnose([write("a.log", "\n".join(["step 0 starting", try_line, exit_line]))])
+    assert d.root_cause.category == "rendezvous_error" and d.root_cause.source.endswith("a.log:2")
+    for lines, cat in (([try_line, "srun: error: node-b: task 1: Killed"], "killed"),
+                       (["ERROR: the shard index could not be read", exit_line], "unknown"),
+                       ([exit_line, try_line], "unknown")):
+        d = diagnose([write("b.log", "\n".join(["step 0 starting", *lines]))])
+        assert d.root_cause.category == cat, lines

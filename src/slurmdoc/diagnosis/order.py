@@ -62,7 +62,8 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
         return Choice(root, promoted=root.rule.role != "cause", handled=handled)
     if symptoms or exits:
         root, stragglers = _promote(symptoms, exits, lay, all_ranks, c.skew)
-        root = explained_abort(root, [f for f in c.last_words if alive(f)], lay) or root
+        root = (explained_abort(root, [f for f in c.last_words if alive(f)], lay)
+                or explained_exit(root, [f for f in c.error_lines if alive(f)], lay) or root)
         return Choice(root, True, stragglers, handled=handled)
     lines = [f for f in c.error_lines if alive(f)]
     if lines:
@@ -177,6 +178,26 @@ def explained_abort(root: Finding, last_words: list[Finding], lay: Layout) -> Op
     told = [
         w for w in last_words
         if w is not root and w.rule.category not in ("segfault", "unknown")
+        and w.event.first.source == root.event.first.source and before(w, root)
+        and (not own or not (theirs := set(lay.ranks(w.refs))) or own & theirs)
+    ]
+    return max(told, key=lambda w: w.seq) if told else None
+
+
+def explained_exit(root: Finding, lines: list[Finding], lay: Layout) -> Optional[Finding]:
+    """A process whose end is reported only as a plain non-zero exit status (no signal, no
+    words: `Exited with exit code 1`) after its last output was an error a rule names on the
+    bottom rung (a retried try that never succeeded, a loss printed as nan): that error is why
+    it exited, so it stands for the exit. It must come before the exit, in the same file, on
+    the same rank or with a rank unknown on either side; the latest such error is the one that
+    process printed last. An error line the generic lexicon alone knows (`unknown`) explains
+    nothing more than the exit does."""
+    if root.rule.category != "unknown" or not nonzero(root) or aborted(root):
+        return None
+    own = set(lay.ranks(root.refs))
+    told = [
+        w for w in lines
+        if w is not root and w.rule.category != "unknown"
         and w.event.first.source == root.event.first.source and before(w, root)
         and (not own or not (theirs := set(lay.ranks(w.refs))) or own & theirs)
     ]
