@@ -178,6 +178,14 @@ def diagnose(
     seen = analyzer.seen
     classify = matcher.classify
     add = analyzer.add
+
+    def settle() -> None:
+        """Classify what the assembler holds: nothing being assembled goes on past here."""
+        for ev in assembler.flush():
+            m = classify(ev)
+            if m is not None:
+                add(ev, m)
+
     lines = parsed = hits = 0
     buffer: Optional[bytearray] = None
     for inp in inputs:
@@ -199,10 +207,7 @@ def diagnose(
                 # a fence ended a pasted excerpt: nothing being assembled goes on past it
                 while gone < len(breaks) and breaks[gone] < n:
                     gone += 1
-                for ev in assembler.flush():
-                    m = classify(ev)
-                    if m is not None:
-                        add(ev, m)
+                settle()
             parsed += 1
             assembler.quiet = not hit
             for ll in split_line(parser, src, n, raw):
@@ -218,10 +223,7 @@ def diagnose(
             hits += reader.hits
         else:
             lines += n
-    for ev in assembler.flush():
-        m = classify(ev)
-        if m is not None:
-            add(ev, m)
+    settle()
     if stats is not None:
         stats.update(lines=lines, parsed=parsed, hits=hits, engine=prefilter.engine if prefilter else "exact")
     if lines == 0:

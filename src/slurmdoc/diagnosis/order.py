@@ -174,14 +174,7 @@ def explained_abort(root: Finding, last_words: list[Finding], lay: Layout) -> Op
     side; the latest such message is the one that process printed."""
     if not aborted(root) or root.rule.category not in ("segfault", "unknown"):
         return None
-    own = set(lay.ranks(root.refs))
-    told = [
-        w for w in last_words
-        if w is not root and w.rule.category not in ("segfault", "unknown")
-        and w.event.first.source == root.event.first.source and before(w, root)
-        and (not own or not (theirs := set(lay.ranks(w.refs))) or own & theirs)
-    ]
-    return max(told, key=lambda w: w.seq) if told else None
+    return _said_last(root, last_words, ("segfault", "unknown"), lay)
 
 
 def explained_exit(root: Finding, lines: list[Finding], lay: Layout) -> Optional[Finding]:
@@ -194,10 +187,17 @@ def explained_exit(root: Finding, lines: list[Finding], lay: Layout) -> Optional
     nothing more than the exit does."""
     if root.rule.category != "unknown" or not nonzero(root) or aborted(root):
         return None
+    return _said_last(root, lines, ("unknown",), lay)
+
+
+def _said_last(root: Finding, said: list[Finding], vague: tuple[str, ...], lay: Layout) -> Optional[Finding]:
+    """The latest of `said` (outside the `vague` categories) that the process whose end
+    `root` reports printed before it: in the same file, on the same rank or with a rank
+    unknown on either side."""
     own = set(lay.ranks(root.refs))
     told = [
-        w for w in lines
-        if w is not root and w.rule.category != "unknown"
+        w for w in said
+        if w is not root and w.rule.category not in vague
         and w.event.first.source == root.event.first.source and before(w, root)
         and (not own or not (theirs := set(lay.ranks(w.refs))) or own & theirs)
     ]

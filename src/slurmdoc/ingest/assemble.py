@@ -265,12 +265,11 @@ class Assembler:
                 ev.exception_idx.append(0)
                 return
             if '"message"' in t and (rec := RECORD_MESSAGE.match(t)) is not None:
-                value = _json_text(rec.group(1)).lstrip()
-                if ("Error" in value or "Exception" in value) and EXC_ALONE.match(value.split("\n", 1)[0]):
+                value = _json_text(rec.group(1)).lstrip().split("\n", 1)[0]
+                if ("Error" in value or "Exception" in value) and EXC_ALONE.match(value):
                     # an error record's message (pretty-printed JSON) naming an exception:
                     # what torchelastic's @record writes for a process that failed, and logs
-                    # when the agent itself fails; read as an exception line alone
-                    value = value.split("\n", 1)[0]
+                    # when the agent itself fails; read as its first line, an exception alone
                     one = LogLine(line.source, line.lineno, line.raw, line.offset, value, line.origin, line.who, line.node, line.tag, line.ts, line.stream)
                     ev = Event("traceback", one, [value], [line.lineno], ts=self._when(st, line), seq=self.seq, form="alone")
                     ev.exception_idx.append(0)
