@@ -286,3 +286,33 @@ def test_one_progress_mark_after_an_error_shows_no_motion(write):
     # the same mark redrawn after the error is still no motion
     d = diagnose([write("j.log", "\n".join(["step 1 loss 2.0"] + err + ["step 1 loss 2.0"]))])
     assert d.status == "failed"
+
+
+def test_a_sigterm_after_the_runs_clean_end_is_the_shutdown_of_what_was_left(write):
+    # a script stops its helpers (a tensorboard, a logger, a GPU monitor) once training is
+    # done, and their reporter says they ended by SIGTERM: the run ended cleanly before that
+    run = ["step 1 loss 2.3", "step 2 loss 2.1", "Training completed in 0:10:00. Saving the final model."]
+    for report in ("Process tensorboard exited with signal SIGTERM", "gpu monitor (pid 812) terminated by signal 15",
+                   "<Process name='log-follower' pid=91 parent=90 stopped exitcode=-SIGTERM>"):
+        d = diagnose([write("j.log", "\n".join(run + [report]))])
+        assert d.status == "no_failure", report
+        (h,) = d.handled
+        assert h.resumed_at.endswith(":3"), report  # cited at the end it followed
+        # the same report said for the job's launcher (a torchrun agent's clean end)
+        d = diagnose([write("j.log", "\n".join(run[:2] + ["I1122 09:30:01.000000 140 torch/distributed/elastic/agent/server/api.py:879] [default] worker group successfully finished. Waiting 300 seconds for other agents to finish.", report]))])
+        assert d.status == "no_failure", report
+        # a failure between the end and the SIGTERM: the SIGTERM is its echo, and it leads
+        fatal = ["Traceback (most recent call last):", '  File "save.py", line 9, in save', "OSError: [Errno 28] No space left on device"]
+        d = diagnose([write("j.log", "\n".join(run + fatal + [report]))])
+        assert d.status == "failed" and d.root_cause.category == "io_error" and d.symptoms, report
+    # other ends are failures whatever came before them: a kill is no request to stop, and the
+    # scheduler's time limit says why it stopped the job
+    for report, category in (("the logger process was killed by signal 9", "killed"), ("Segmentation fault (core dumped)", "segfault"),
+                             ("slurmstepd: error: *** JOB 77 ON n1 CANCELLED AT 2026-01-01T10:00:00 DUE TO TIME LIMIT ***", "time_limit")):
+        d = diagnose([write("j.log", "\n".join(run + [report]))])
+        assert d.status == "failed" and d.root_cause.category == category, report
+    # one rank's own end covers only that rank's SIGTERM
+    text = prefixed("[rank0]: ", run) + ["[rank1]: worker (pid 7) terminated by signal SIGTERM"]
+    assert diagnose([write("j.log", "\n".join(text))]).status == "failed"
+    text = prefixed("[rank0]: ", run + ["worker (pid 7) terminated by signal SIGTERM"])
+    assert diagnose([write("j.log", "\n".join(text))]).status == "no_failure"

@@ -28,6 +28,13 @@ remote-exec wrapper, a runner, an IDE) reports a process that ended with a non-z
 after the error: then its lines are several processes' (or the erring one ended), and
 progress after the error does not show that the one that erred went on.
 
+A report that a process ended by SIGTERM (the request to stop, not a crash or a kill) printed
+after a clean end that covers its printer (the job's end, or its own printer's), in the same
+excerpt and with no other failure reported between them, is the run's shutdown of what was
+left running (a tensorboard, a logger, a GPU monitor the script stops when training is done):
+handled, cited at the end it followed. Any other end (SIGKILL, a crash, a non-zero status), the
+scheduler's own words (a time limit, a cancellation) and a SIGTERM after a failure stay failures.
+
 Only the same printer counts: a rank's prefix or per-rank file, or the one unprefixed
 stream of an input that has no ranked printers (a plain single-process log). Printers told
 apart only by a host or a tag (Ray's `(Worker pid=N)`) are neither: their progress does not
@@ -42,7 +49,20 @@ from typing import Optional
 
 from slurmdoc.diagnosis.findings import Collector, Finding, named, nonzero
 from slurmdoc.diagnosis.ladder import SIGNAL_CATEGORIES
+from slurmdoc.engine.template import exit_signal, signum
 from slurmdoc.models import RankActivity, SourceInfo
+
+SIGTERM = 15
+
+
+def stop_request(f: Finding) -> bool:
+    """Is `f` a report of a process ended by SIGTERM? The signal it names (a `sig` capture, or an
+    exit status that names one), else the one its rule stands for (`signals`) when only one."""
+    if "sig" in f.captures:
+        return signum(f.captures["sig"]) == SIGTERM
+    if "exitcode" in f.captures:
+        return exit_signal(f.captures["exitcode"]) == SIGTERM
+    return f.rule.signums == frozenset({SIGTERM})
 
 
 def after(f: Finding, end: Finding, sources: list[SourceInfo]) -> bool:
@@ -103,6 +123,14 @@ class Liveness:
             self.failures.setdefault(f.event.first.source, []).append((f.event.first.lineno, f.rule.id))
         for found in self.failures.values():
             found.sort()
+        # source -> the lines of every failure-like finding but a SIGTERM report, in order: a
+        # SIGTERM after one of them (between a clean end and it) is that failure's echo
+        self.not_stops: dict[int, list[int]] = {}
+        for f in list(c.causes) + [g.first for g in c.symptoms.values()] + list(c.exits) + list(c.error_lines):
+            if not stop_request(f) and f.rule.role != "context":
+                self.not_stops.setdefault(f.event.first.source, []).append(f.event.first.lineno)
+        for lines in self.not_stops.values():
+            lines.sort()
         self._memo: dict[int, Optional[str]] = {}
 
     def resumed(self, f: Finding) -> Optional[str]:
@@ -116,6 +144,10 @@ class Liveness:
 
     def _resumed(self, f: Finding) -> Optional[str]:
         first = f.event.first
+        if stop_request(f):
+            end = self._shutdown(f)
+            if end is not None:
+                return self.c.src(end)
         if first.origin in ("launcher", "scheduler") or f.rule.spec.exit_evidence or f.rule.spec.launcher_verdict:
             return None
         # a state (a loss printed as nan) is outlived by steps after its last repetition, never
@@ -143,6 +175,23 @@ class Liveness:
         for end in () if f.rule.spec.persists else self.rank_ends.get(key, ()):
             if after(f, end, self.c.sources):
                 return self.c.src(end)
+        return None
+
+    def _shutdown(self, f: Finding) -> Optional[Finding]:
+        """The clean end that a SIGTERM report `f` follows as the shutdown of what was left
+        running: the job's end, or its own printer's, before it in the same excerpt, with no
+        failure of another kind reported between them."""
+        key = f.event.first.who.key()
+        for end in [*self.job_ends, *self.rank_ends.get(key, ())]:
+            if not after(end, f, self.c.sources):
+                continue
+            a, b = end.event.first, f.event.first
+            if a.source == b.source:
+                lines = self.not_stops.get(a.source, [])
+                i = bisect_right(lines, a.lineno)
+                if i < len(lines) and lines[i] < b.lineno:
+                    continue  # a failure between the end and the SIGTERM: its echo
+            return end
         return None
 
     def _exit_after(self, f: Finding) -> bool:
