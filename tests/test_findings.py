@@ -81,6 +81,21 @@ def test_a_merged_report_cites_the_line_its_rule_knows_best(write):
         assert "OpType=BROADCAST" in d.root_cause.message
 
 
+def test_a_server_that_gives_up_after_its_tries_is_cited_at_its_error_line(write):
+    # the rendezvous store's server tries each local address and logs each refusal at warning
+    # level, then logs at error level that it could not listen anywhere: that line is the
+    # failure; the tries' reason (the port in use) still fills the advice
+    for port, n_tries in ((6123, 1), (41000, 2)):
+        tries = [f"[W socket.cpp:401] [c10d] The server socket has failed to bind to {a}:{port} (errno: 98 - Address already in use)." for a in ("[::]", "0.0.0.0")[:n_tries]]
+        text = "\n".join(["$ torchrun --nproc-per-node 2 train.py", *tries,
+                          "[E socket.cpp:435] [c10d] The server socket has failed to listen on any local network address.",
+                          "Traceback (most recent call last):", '  File "/usr/bin/torchrun", line 8, in <module>', "    sys.exit(main())"])
+        d = diagnose([write("p.log", text)])
+        assert d.root_cause.category == "rendezvous_error"
+        assert d.root_cause.source.endswith(f"p.log:{2 + n_tries}"), d.root_cause.source
+        assert f"Port {port} is already in use" in d.root_cause.remediation
+
+
 def test_two_reporters_of_one_signal_merge_at_the_first_report(write):
     # a shell's report of a job a signal ended, then a runner's exit status naming the same
     # signal: two reporters' words for one end, found by different rules and both the
