@@ -306,6 +306,16 @@ def coloured(lines: list[str], picks: list[bool]) -> list[str]:
     return out
 
 
+# a log collector's time in front of every line (a container runtime's, a CI runner's, a log
+# shipper's export), whatever the line is; one time for all lines, so it orders nothing
+COLLECTOR_STAMPS = ["2031-02-03T04:05:06.123456789Z ", "2031-02-03T04:05:06.1234567Z ", "2031-02-03 04:05:06.123 ",
+                    "2031-02-03T04:05:06+02:00 ", "[2031-02-03T04:05:06Z] "]
+
+
+def collected(lines: list[str], stamp: str) -> list[str]:
+    return [stamp + ln for ln in lines]
+
+
 def damaged(files: tuple[tuple[str, bytes], ...], hurt: Callable[[list[str]], list[str]], sep: str = "\n") -> tuple[tuple[str, bytes], ...]:
     out = []
     for p, data in files:
@@ -323,6 +333,7 @@ DAMAGE: dict[str, Callable[[st.DataObject], Callable[[list[str]], list[str]]]] =
     "wrap120": lambda data: (lambda ls: wrapped(ls, 120)),
     "wrap200": lambda data: (lambda ls: wrapped(ls, 200)),
     "unindented": lambda data: unindented,
+    "collector_stamps": lambda data: (lambda ls, s=data.draw(st.sampled_from(COLLECTOR_STAMPS), label="collector's time"): collected(ls, s)),
     "ansi": lambda data: (lambda ls, picks=data.draw(st.lists(st.booleans(), min_size=1, max_size=7), label="coloured lines"): coloured(ls, picks)),
 }
 LINE_ENDS = {"crlf": "\r\n", "cr": "\r"}

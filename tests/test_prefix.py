@@ -356,3 +356,38 @@ def test_past_the_bound_on_cuts_the_text_after_a_line_s_last_bar_is_still_its_ow
     bars = "".join(f"Epoch 1: {i % 100:2d}%|#   | {i}/900 [00:{i % 60:02d}<01:00,  9.9it/s]" for i in range(300))
     pieces = P.split_glued(bars + "Killed")
     assert pieces[-1] == "Killed" and "".join(pieces) == bars + "Killed"
+
+
+@pytest.mark.parametrize("stamp", ["2031-02-03T04:05:06.123456789Z ", "2031-02-03T04:05:06.1234567Z ", "2031-02-03 04:05:06.123 ",
+                                   "2031-02-03T04:05:06+02:00 ", "2031-02-03T04:05:06Z "])
+def test_a_collectors_time_in_front_of_every_line_is_taken_off(stamp):
+    # a container runtime, a CI runner or a log shipper puts its time and one blank before each
+    # line it passes on: the program's line behind it (its prefixes, a frame's indentation, its
+    # own time) reads as it would without it, and the line carries the collector's time
+    p = PrefixParser(2025)
+    for body, label, rank, text in [
+        ("4: Traceback (most recent call last):", 4, None, "Traceback (most recent call last):"),
+        ('4:   File "train.py", line 3, in <module>', 4, None, '  File "train.py", line 3, in <module>'),
+        ("[rank5]: ValueError: x", None, 5, "ValueError: x"),
+        ("1: [rank9]: ValueError: x", 1, 9, "ValueError: x"),
+        ('  File "train.py", line 3, in <module>', None, None, '  File "train.py", line 3, in <module>'),
+        ("RuntimeError: boom", None, None, "RuntimeError: boom"),
+    ]:
+        ll = p.parse(SRC, 1, stamp + body)
+        assert (ll.who.label, ll.who.rank, ll.text) == (label, rank, text), body
+        assert ll.ts is not None
+    # the program's own time behind the collector's is the line's time
+    ll = p.parse(SRC, 1, stamp + "[2030-01-01 00:00:00,000] step 3")
+    assert ll.ts == datetime(2030, 1, 1)
+    # a launcher's record behind it is still the launcher's
+    assert p.parse(SRC, 1, stamp + "[E1105 10:00:03.123 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed").origin == "launcher"
+
+
+@pytest.mark.parametrize("raw, text", [
+    ("2031-02-03 04:05:06,123 - ERROR - boom", "ERROR - boom"),  # a logging formatter's head, read off as always
+    ("[2031-02-03 04:05:06,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed", "torch.distributed.elastic.multiprocessing.api: [ERROR] failed"),
+    ("2031-02-03T04:05:06.123456Z", "2031-02-03T04:05:06.123456Z"),  # a time alone is the line
+    ("2031-02-03T04:05:06Z  x", " x"),  # one blank is the collector's, the rest the line's
+])
+def test_what_a_leading_time_leaves(raw, text):
+    assert PrefixParser(2025).parse(SRC, 1, raw).text == text

@@ -129,6 +129,29 @@ def classify_origin(text: str, logged: bool = False) -> Optional[str]:
     return None
 
 
+_COLLECTOR_START = frozenset("[0123456789")
+
+
+def _collector_end(raw: str, year: int) -> int:
+    """Where a log collector's time in front of the line ends (0: none). A collector (a
+    container runtime's or a CI runner's timestamps, a log shipper's) writes a full date and
+    time and one blank before every line it passes on, whatever the line is: a rank's
+    prefix, a traceback's frame with its indentation, a launcher's record. The line behind it
+    is read as it would be without it. A logging formatter's head (the time, then ` - ` or
+    ` | `; or the time in brackets, unless an srun label follows it) is not one: the parser
+    reads it off the program's text as a log record's, as it always did."""
+    if raw[:1] not in _COLLECTOR_START:
+        return 0
+    when, end = _stamp(raw, year)
+    if when is None or end <= 0 or raw[end : end + 1] != " ":
+        return 0
+    if raw[0] == "[":
+        return end + 1 if SRUN_LABEL.match(raw, end + 1) is not None else 0
+    if raw[end : end + 3] in (" - ", " | ") or DETERMINED.match(raw) is not None:  # (Determined's `time id || `)
+        return 0
+    return end + 1
+
+
 def _is_prefix_head(pre: str) -> bool:
     """Can `pre` stand before a [rankN]:/[defaultN]: chain as part of the line's prefix?"""
     return bool(
@@ -298,8 +321,9 @@ class PrefixParser:
         return cut
 
     def _record_glue_point(self, raw: str) -> Optional[int]:
-        m = SRUN_LABEL.match(raw)
-        pos = m.end() if m else 0
+        pos = _collector_end(raw, self.year)
+        m = SRUN_LABEL.match(raw, pos)
+        pos = m.end() if m else pos
         if "[rank" in raw or "[default" in raw:
             if raw.startswith(("[rank", "[default"), pos):
                 # the line starts with its own prefix: a second chain later in it is a
@@ -342,7 +366,11 @@ class PrefixParser:
         tag: Optional[str] = None
         ts: Optional[datetime] = None
 
-        if raw[:1] in _LABEL_START and (m := SRUN_LABEL.match(raw)) is not None:
+        # a log collector's time in front of the whole line (the program's prefixes after it)
+        collected: Optional[datetime] = None
+        if raw[:1] in _COLLECTOR_START and (pos := _collector_end(raw, self.year)):
+            collected = _stamp(raw, self.year)[0]
+        if raw[pos : pos + 1] in _LABEL_START and (m := SRUN_LABEL.match(raw, pos)) is not None:
             label = int(m.group(1))
             pos = m.end()
 
@@ -430,6 +458,8 @@ class PrefixParser:
                     text = raw[pos:]
                     logged = True
                     glog = None
+        if ts is None:
+            ts = collected
         if ts is not None:
             ts = self._date(ts, text, inherit.stream if inherit is not None and pos == 0 else
                             (src.index, label, rank, local) if rank is not None or local is not None else (src.index, label, host, tag), glog)
