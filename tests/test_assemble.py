@@ -148,6 +148,28 @@ def test_dataloader_worker_original_traceback_is_the_origin():
     assert ev.lines[ev.origin()] == "ValueError: corrupt sample 17"
 
 
+def test_frames_under_an_exception_line_carry_the_exception_that_started_it():
+    # a wrapper whose message holds the traceback of what it wraps (a task runner printing the
+    # remote task's frames under its own head): the exception those frames end in was raised
+    # inside, and is the origin; carriers nested in carriers end at the innermost
+    def carrier(cls: str, task: str, depth: int) -> list[str]:
+        return [f"tasks.RemoteError({cls}): run::{task}() (pid={100 + depth}, host=n{depth})",
+                f'  File "/srv/app/{task}.py", line {10 + depth}, in {task}',
+                "    result = wait(handle)"]
+    for depth in (1, 2, 3):
+        lines = [ln for d in range(depth) for ln in carrier("OSError", f"stage{d}", d)]
+        lines += ["OSError: [Errno 5] Input/output error: '/data/shard_3'", "", "step 4"]
+        (ev,) = [e for e in events("\n".join(lines)) if e.kind == "traceback"]
+        assert ev.lines[ev.origin()] == "OSError: [Errno 5] Input/output error: '/data/shard_3'", depth
+        # the innermost carrier when the paste stops before the error itself
+        cut = [ln for d in range(depth + 1) for ln in carrier("OSError", f"stage{d}", d)]
+        (ev,) = [e for e in events("\n".join(cut)) if e.kind == "traceback"]
+        assert ev.lines[ev.origin()].startswith(f"tasks.RemoteError(OSError): run::stage{depth}()"), depth
+    # an exception line with no frames under it carries nothing: it stays the origin
+    plain = ["ValueError: bad value 3", "RuntimeError: second failure"]
+    assert events("\n".join(plain))[0].lines[events("\n".join(plain))[0].origin()] == plain[0]
+
+
 def test_origin_of_a_chain_is_its_first_exception():
     text = TB.replace("ValueError: bad", "KeyError: 'k'") + "\n\nThe above exception was the direct cause of the following exception:\n\n" + TB
     (ev,) = events(text)

@@ -106,7 +106,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "unraised", "unraised_open", "entry_seq", "open_summary", "summary_done")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "carried", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "unraised", "unraised_open", "entry_seq", "open_summary", "summary_done")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -117,6 +117,7 @@ class _Stream:
         self.held: list[LogLine] = []
         self.banners = 0
         self.embedded = False
+        self.carried = False  # the message under the exception line holds frames (a traceback it carries)
         self.gap = False  # frames were followed by a blank line or an elision mark
         self.plain = 0  # unindented lines an exception message ran on for
         self.colon = False  # the stream's previous line ended in ':' (it may introduce a stack)
@@ -306,6 +307,7 @@ class Assembler:
         st.gap = False
         st.stack = False
         st.embedded = False
+        st.carried = False
         return ev
 
     def _append(self, ev: Event, line: LogLine) -> None:
@@ -451,9 +453,23 @@ class Assembler:
                 # prefixes every line of a traceback except the empty ones)
                 self._append(ev, line)
                 st.mode = "chain"
+            elif st.carried and ("Error" in t or "Exception" in t) and EXC_ALONE.match(t):
+                # frames under an exception line are a traceback its message carries (Ray's
+                # RayTaskError prints the remote task's frames under its head): the exception
+                # they end in was raised inside, by the process that failed, and is where the
+                # failure started; nested carriers (a task that waited on a task) end at the
+                # innermost
+                self._append(ev, line)
+                ev.exception_idx.append(len(ev.lines) - 1)
+                ev.origin_idx = len(ev.lines) - 1
+                st.carried = False
+                st.tail = 0
+                st.plain = 0
             elif st.tail < MAX_TAIL_LINES and self._continues(st, ev, t):
                 st.tail += 1
                 self._append(ev, line)
+                if t[0] in " \t" and "File" in t and FRAME.match(t):
+                    st.carried = True
             else:
                 self._close(st, out)
                 self._idle(st, line, out)
