@@ -391,3 +391,22 @@ def test_a_collectors_time_in_front_of_every_line_is_taken_off(stamp):
 ])
 def test_what_a_leading_time_leaves(raw, text):
     assert PrefixParser(2025).parse(SRC, 1, raw).text == text
+
+
+@pytest.mark.parametrize("raw, rank, tag, text", [
+    ("[1,3]<stderr>:Traceback (most recent call last):", 3, None, "Traceback (most recent call last):"),
+    ("[1,12]<stdout>:step 5", 12, None, "step 5"),
+    ("[1,mpirank:7,algo-2]<stderr>:RuntimeError: x", 7, None, "RuntimeError: x"),
+    ("[5]<stderr>:  File \"a.py\", line 1, in <module>", 5, None, "  File \"a.py\", line 1, in <module>"),
+    ("[pod/job-worker-3/pytorch] Traceback (most recent call last):", None, "pod/job-worker-3/pytorch", "Traceback (most recent call last):"),
+])
+def test_a_launchers_output_tag_names_the_printer(raw, rank, tag, text):
+    # an MPI launcher's tag (Open MPI's --tag-output, horovodrun's) names the rank and the
+    # stream; kubectl's --prefix names the pod and container: each is a prefix, and lines
+    # of one printer share its stream whichever stream (stdout, stderr) they came by
+    ll = parse(raw)
+    assert (ll.who.rank, ll.tag, ll.text) == (rank, tag, text)
+    if rank is not None:
+        assert ll.origin == "rank"
+        other = parse(raw.replace("<stderr>", "<stdout>") if "<stderr>" in raw else raw.replace("<stdout>", "<stderr>"))
+        assert other.stream == ll.stream

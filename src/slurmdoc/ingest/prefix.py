@@ -37,6 +37,12 @@ RAY = re.compile(
     r"\((?:(\w[\w.:\-]*) )?pid=(\d+)(?:, ip=([\d.]+))?\)(?:\[[\d;]*m)? ?"
     r"|\((raylet|gcs_server|autoscaler|monitor|log_monitor|dashboard_agent|runtime_env_agent)(?:, ip=([\d.]+))?\)(?:\[[\d;]*m)? ?"
 )
+# an MPI launcher's output tag, naming the rank and the stream: Open MPI's `--tag-output`
+# (`[1,3]<stderr>:`, the job and the rank; `[1,mpirank:3,algo-1]<stdout>:` where a platform
+# adds the host), horovodrun's `[3]<stderr>:`
+MPI_TAG = re.compile(r"\[(?:\d{1,9},)?(?:mpirank:)?(\d{1,7})(?:,[\w.\-]{1,64})?\]<(?:stdout|stderr)>:")
+# kubectl's `--prefix` (`[pod/<pod>/<container>] `): one printer per pod and container
+KUBE_TAG = re.compile(r"\[(pod/[\w.\-]{1,253}/[\w.\-]{1,63})\] ")
 STD_TAG = re.compile(r"(std(?:err|out))(?::|\s*\|) ?")
 DETERMINED = re.compile(r"\[?(\d{4}-\d\d-\d\dT[\d:.]+Z?)\]? ([0-9a-f]{6,12}) \|\| ")
 
@@ -159,6 +165,7 @@ def _is_prefix_head(pre: str) -> bool:
         or ACCEL.fullmatch(pre)
         or (pre.endswith(":") and HOST_ONLY.fullmatch(pre[:-1]))
         or TAG_SHAPE.fullmatch(pre)
+        or MPI_TAG.fullmatch(pre)
     )
 
 
@@ -383,6 +390,8 @@ class PrefixParser:
                 if pre:
                     if LEADING_TS_BEFORE_RANK.match(pre):
                         ts = parse_ts(pre, self.year)
+                    elif pre.endswith(">:") and MPI_TAG.fullmatch(pre):
+                        pass  # an MPI launcher's tag: the chain after it names the same rank
                     else:
                         mh = ACCEL.fullmatch(pre.rstrip()) or ACCEL.fullmatch(pre.rstrip() + " ")
                         if mh:
@@ -400,7 +409,11 @@ class PrefixParser:
 
         if rank is None and local is None:
             c = raw[pos : pos + 1]
-            if c == "[":
+            if c == "[" and raw.find("]<std", pos, pos + 96) >= 0 and (m := MPI_TAG.match(raw, pos)) is not None:
+                rank, pos = int(m.group(1)), m.end()
+            elif c == "[" and raw.startswith("pod/", pos + 1) and (m := KUBE_TAG.match(raw, pos)) is not None:
+                tag, pos = m.group(1), m.end()
+            elif c == "[":
                 # one match tries, in this order: a bracketed rank, accelerate's host, Determined
                 m = BRACKETED.match(raw, pos)
                 g = _DET_TS
