@@ -7,7 +7,8 @@ slurmdoc sees it must not change the answer.
     wrapping at 80/120/200 columns, lost leading indentation, CRLF or lone-CR line ends,
     ANSI colour: same category and rank (every one of these keeps the line prefixes);
 (c) prefix rewriting: the program's lines re-prefixed in each supported style (none, srun
-    `N: `, `[rankN]:`, host `node-N: `, Ray `(RayTrainWorker pid=N) `, a logging timestamp):
+    `N: `, `[rankN]:`, host `node-N: `, Ray `(RayTrainWorker pid=N) `, Open MPI's tag
+    `[1,N]<stderr>:`, a logging timestamp):
     same category, and the same rank where the style carries one;
 (d) healthy runs stay `no_failure` under all of the above.
 
@@ -455,6 +456,7 @@ PREFIX_STYLES: dict[str, Callable[[int], str]] = {
     "rank": lambda r: f"[rank{r}]:",
     "host": lambda r: f"node-{r}: ",
     "ray": lambda r: f"(RayTrainWorker pid={4000 + r}) ",
+    "mpi": lambda r: f"[1,{r}]<stderr>:",  # Open MPI's --tag-output: the job, then the rank
     "timestamp": lambda r: "",
 }
 
@@ -515,7 +517,7 @@ def test_prefix_rewriting_keeps_the_answer(case, style):
     got = run(reprefix(case, case_files(case), style))
     want = answer(baseline(case))
     assert got.status == want[0]
-    if style == "rank" or (style == "srun" and not agent_labels(case)):
+    if style == "rank" or (style in ("srun", "mpi") and not agent_labels(case)):
         assert answer(got) == want
     else:
         assert answer(got)[1] == want[1]
