@@ -5,7 +5,8 @@ slurmdoc sees it must not change the answer.
     category and rank; a suffix that still holds failure evidence is `failed`;
 (b) paste damage: Markdown fences and `**` lines, a `[12345] ` line-number column, hard
     wrapping at 80/120/200 columns, lost leading indentation, CRLF or lone-CR line ends,
-    ANSI colour: same category and rank (every one of these keeps the line prefixes);
+    ANSI colour, a log collector's time in front of every line: same category and rank
+    (every one of these keeps the line prefixes);
 (c) prefix rewriting: the program's lines re-prefixed in each supported style (none, srun
     `N: `, `[rankN]:`, host `node-N: `, Ray `(RayTrainWorker pid=N) `, Open MPI's tag
     `[1,N]<stderr>:`, a logging timestamp):
