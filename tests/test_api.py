@@ -309,6 +309,26 @@ def test_a_colour_code_inside_a_keyword_does_not_hide_the_line(write, exact):
     assert d.status == "failed" and d.root_cause.rule_id == "bad-cli-arguments" and d.root_cause.source.endswith(":20001")
 
 
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("width", [80, 100, 120, 160])
+def test_a_keyword_a_hard_wrap_cut_in_two_still_reaches_the_rules(write, exact, width):
+    # a log hard-wrapped at a terminal's width: the prefilter searches the physical lines,
+    # where a rule's keyword may be cut in two at the column; the rejoined line is still read.
+    # (glog prints the full source path: an install's path sets where the words fall)
+    keyword = "Watchdog caught collective operation timeout"
+    lines = []
+    for r in (1, 5, 7):
+        head = f"[rank{r}]:[E1121 10:10:1{r}.000000 140 {{}}ProcessGroupNCCL.cpp:629] [Rank {r}] "
+        room = width - 10 - len(head.format(""))  # the column 10 characters into the keyword
+        path = "" if room <= 0 else ("/home/u/" + "torch-env-cu121-" * 20)[: room - 1] + "/"
+        lines.append(head.format(path) + keyword + ": WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.")
+        at = lines[-1].index(keyword)
+        assert at < width < at + len(keyword)  # the column falls inside the keyword
+    cut = [ln[i: i + width] for ln in lines for i in range(0, len(ln), width)]
+    d = diagnose([write("j.log", "\n".join(cut) + "\n")], budget=None if exact else Budget())
+    assert d.status == "failed" and d.root_cause.category == "nccl_timeout"
+
+
 def test_a_json_diagnosis_imports_neither_the_slurm_side_nor_rich(tmp_path):
     """Start-up: `diagnose --format json` pays for what it uses. `from slurmdoc.api import
     diagnose` asks the module for __path__, which must not import the Slurm entry points, and

@@ -284,6 +284,15 @@ def test_joined_line_keeps_the_first_number_and_any_hit():
     assert [raw for _, raw, _ in got] == LONG[:3]
 
 
+def test_a_joined_line_is_a_hit_though_no_piece_was():
+    # the prefilter searched the physical lines: a keyword the wrap cut in two is in none of
+    # its pieces, so the whole line is handed to the rules; a line left alone keeps its flag
+    lines = wrap(LONG[:3], 80) + ["[rank1]: short line"]
+    got = list(repair((i, ln, False) for i, ln in enumerate(lines, 1)))
+    assert [raw for _, raw, _ in got] == LONG[:3] + ["[rank1]: short line"]
+    assert [hit for _, _, hit in got] == [True, True, True, False]
+
+
 def test_holding_is_bounded():
     # a line of the wrap width followed by endless continuations is let go in bounded pieces
     lines = wrap(LONG[:3], 80) + ["z" * 80] * (MAX_HOLD * 3)

@@ -25,7 +25,8 @@ It streams: lines are held back only while a decision needs the next few (a line
 column being confirmed, a line that may have been wrapped), never more than `MAX_HOLD`
 lines. Clean input takes a fast path that costs a length comparison and two cheap checks
 per line. Nothing is ever dropped except lines that are decoration only (a bare fence, an
-empty `**` line); a joined line keeps the number of its first piece. A bare fence line's
+empty `**` line); a joined line keeps the number of its first piece and is handed to the
+rules whatever the prefilter found in its pieces. A bare fence line's
 number is recorded as a break between pasted excerpts (`repair(..., breaks)`), and so is a
 fence glued to a log line (before that line, or after it when glued to its end): the reader
 ends whatever it was assembling there, and liveness reads each excerpt's progress on its own.
@@ -381,9 +382,12 @@ class Repair:
 
     @staticmethod
     def _join(lines: list[Line]) -> Line:
+        """The pieces of a wrapped line as one, a prefilter hit whatever its pieces were: the
+        prefilter searched the physical lines, and a keyword the column cut in two is in none
+        of them."""
         if len(lines) == 1:
             return lines[0]
-        return lines[0][0], "".join(ln[1] for ln in lines), any(ln[2] for ln in lines)
+        return lines[0][0], "".join(ln[1] for ln in lines), True
 
     def flush(self) -> list[Line]:
         out: list[Line] = []
