@@ -9,7 +9,7 @@ slurmdoc sees it must not change the answer.
     (every one of these keeps the line prefixes);
 (c) prefix rewriting: the program's lines re-prefixed in each supported style (none, srun
     `N: `, `[rankN]:`, host `node-N: `, Ray `(RayTrainWorker pid=N) `, Open MPI's tag
-    `[1,N]<stderr>:`, a logging timestamp):
+    `[1,N]<stderr>:`, MPICH's `[N] `, a logging timestamp):
     same category, and the same rank where the style carries one;
 (d) healthy runs stay `no_failure` under all of the above.
 
@@ -458,6 +458,7 @@ PREFIX_STYLES: dict[str, Callable[[int], str]] = {
     "host": lambda r: f"node-{r}: ",
     "ray": lambda r: f"(RayTrainWorker pid={4000 + r}) ",
     "mpi": lambda r: f"[1,{r}]<stderr>:",  # Open MPI's --tag-output: the job, then the rank
+    "hydra": lambda r: f"[{r}] ",  # MPICH's and Intel MPI's -prepend-rank
     "timestamp": lambda r: "",
 }
 
@@ -474,8 +475,13 @@ LABEL_AS_AGENT = (
     "core: in a torchrun job whose worker lines carry srun-style labels, a label over a torchrun "
     "traceback is read as the agent's (a node), not a rank, so the rank the label gives is dropped"
 )
+RANKS_IN_LINE_ORDER = (
+    "ingest: under MPICH's `[N] ` tag, ranks that print one line each in rank order look like a "
+    "log viewer's `[123] ` line-number column (numbers advancing with the lines) and lose their tag"
+)
 # (case, style) -> the general form that fails today
 PREFIX_MISSES: dict[tuple[str, str], str] = {
+    ("documented/invalid_device_ordinal", "hydra"): RANKS_IN_LINE_ORDER,
     ("launchers/acc_straggler", "none"): NO_RANK_PREFIX,
     ("launchers/acc_straggler", "host"): NO_RANK_PREFIX,
     ("launchers/acc_straggler", "ray"): NO_RANK_PREFIX,
@@ -518,7 +524,7 @@ def test_prefix_rewriting_keeps_the_answer(case, style):
     got = run(reprefix(case, case_files(case), style))
     want = answer(baseline(case))
     assert got.status == want[0]
-    if style == "rank" or (style in ("srun", "mpi") and not agent_labels(case)):
+    if style == "rank" or (style in ("srun", "mpi", "hydra") and not agent_labels(case)):
         assert answer(got) == want
     else:
         assert answer(got)[1] == want[1]

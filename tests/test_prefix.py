@@ -399,6 +399,8 @@ def test_what_a_leading_time_leaves(raw, text):
     ("[1,mpirank:7,algo-2]<stderr>:RuntimeError: x", 7, None, "RuntimeError: x"),
     ("[5]<stderr>:  File \"a.py\", line 1, in <module>", 5, None, "  File \"a.py\", line 1, in <module>"),
     ("[pod/job-worker-3/pytorch] Traceback (most recent call last):", None, "pod/job-worker-3/pytorch", "Traceback (most recent call last):"),
+    ("[3] Traceback (most recent call last):", 3, None, "Traceback (most recent call last):"),  # MPICH's, Intel MPI's -l
+    ("[2]   File \"a.py\", line 1, in <module>", 2, None, "  File \"a.py\", line 1, in <module>"),
 ])
 def test_a_launchers_output_tag_names_the_printer(raw, rank, tag, text):
     # an MPI launcher's tag (Open MPI's --tag-output, horovodrun's) names the rank and the
@@ -410,3 +412,10 @@ def test_a_launchers_output_tag_names_the_printer(raw, rank, tag, text):
         assert ll.origin == "rank"
         other = parse(raw.replace("<stderr>", "<stdout>") if "<stderr>" in raw else raw.replace("<stdout>", "<stderr>"))
         assert other.stream == ll.stream
+
+
+@pytest.mark.parametrize("raw", ["[1] 51877", "[1]  + 51877 killed     python fit.py --epochs 4", "[2]  - 9120 done       python eval.py"])
+def test_a_shells_job_table_is_no_rank_tag(raw):
+    # `[N]` before a process id is a shell's job (started, or its end), not rank N's output
+    ll = parse(raw)
+    assert ll.who.rank is None and ll.text == raw

@@ -41,6 +41,12 @@ RAY = re.compile(
 # (`[1,3]<stderr>:`, the job and the rank; `[1,mpirank:3,algo-1]<stdout>:` where a platform
 # adds the host), horovodrun's `[3]<stderr>:`
 MPI_TAG = re.compile(r"\[(?:\d{1,9},)?(?:mpirank:)?(\d{1,7})(?:,[\w.\-]{1,64})?\]<(?:stdout|stderr)>:")
+# MPICH's and Intel MPI's `-prepend-rank` (`-l`): `[3] ` (not a shell's `[1] <pid>`, and a
+# log viewer's line-number column is taken off before: damage.py)
+HYDRA_TAG = re.compile(r"\[(\d{1,7})\] ")
+# a shell's job table after `[N]`: a job started (`[1] 51877`), a job's end (zsh's
+# `[1]  + 51877 killed  python ...`)
+SHELL_JOB = re.compile(r"\[\d{1,7}\]\s+[+-]?\s*\d+(?:\s|$)")
 # kubectl's `--prefix` (`[pod/<pod>/<container>] `): one printer per pod and container
 KUBE_TAG = re.compile(r"\[(pod/[\w.\-]{1,253}/[\w.\-]{1,63})\] ")
 STD_TAG = re.compile(r"(std(?:err|out))(?::|\s*\|) ?")
@@ -410,6 +416,8 @@ class PrefixParser:
         if rank is None and local is None:
             c = raw[pos : pos + 1]
             if c == "[" and raw.find("]<std", pos, pos + 96) >= 0 and (m := MPI_TAG.match(raw, pos)) is not None:
+                rank, pos = int(m.group(1)), m.end()
+            elif c == "[" and raw[pos + 1 : pos + 2].isdigit() and (m := HYDRA_TAG.match(raw, pos)) is not None and SHELL_JOB.match(raw, pos) is None:
                 rank, pos = int(m.group(1)), m.end()
             elif c == "[" and raw.startswith("pod/", pos + 1) and (m := KUBE_TAG.match(raw, pos)) is not None:
                 tag, pos = m.group(1), m.end()
