@@ -9,7 +9,8 @@ slurmdoc sees it must not change the answer.
     (every one of these keeps the line prefixes);
 (c) prefix rewriting: the program's lines re-prefixed in each supported style (none, srun
     `N: `, `[rankN]:`, host `node-N: `, Ray `(RayTrainWorker pid=N) `, Open MPI's tag
-    `[1,N]<stderr>:`, MPICH's `[N] `, a logging timestamp):
+    `[1,N]<stderr>:`, MPICH's `[N] `, SkyPilot's `(workerN, rank=N, pid=P, ip=...)`, a logging
+    timestamp):
     same category, and the same rank where the style carries one;
 (d) healthy runs stay `no_failure` under all of the above.
 
@@ -459,6 +460,7 @@ PREFIX_STYLES: dict[str, Callable[[int], str]] = {
     "ray": lambda r: f"(RayTrainWorker pid={4000 + r}) ",
     "mpi": lambda r: f"[1,{r}]<stderr>:",  # Open MPI's --tag-output: the job, then the rank
     "hydra": lambda r: f"[{r}] ",  # MPICH's and Intel MPI's -prepend-rank
+    "skypilot": lambda r: f"(worker{r}, rank={r}, pid={4000 + r}, ip=10.0.{r // 250}.{r % 250 + 1}) ",  # one node per printer
     "timestamp": lambda r: "",
 }
 
@@ -485,6 +487,7 @@ PREFIX_MISSES: dict[tuple[str, str], str] = {
     ("launchers/acc_straggler", "none"): NO_RANK_PREFIX,
     ("launchers/acc_straggler", "host"): NO_RANK_PREFIX,
     ("launchers/acc_straggler", "ray"): NO_RANK_PREFIX,
+    **{(c, "skypilot"): NO_RANK_PREFIX for c in ("launchers/acc_straggler", "torchrun/hang", "torchrun/rank0_barrier", "slurm/srun_gloo_straggler")},
     ("launchers/acc_straggler", "timestamp"): NO_RANK_PREFIX,
     ("launchers/ray_barrier_straggler", "timestamp"): NO_RANK_PREFIX,
     ("launchers/ray_sigkill", "timestamp"): ONE_PRINTER,

@@ -419,3 +419,24 @@ def test_a_shells_job_table_is_no_rank_tag(raw):
     # `[N]` before a process id is a shell's job (started, or its end), not rank N's output
     ll = parse(raw)
     assert ll.who.rank is None and ll.text == raw
+
+
+@pytest.mark.parametrize("raw, tag, node, text", [
+    ("(head, rank=0, pid=23862) Traceback (most recent call last):", "head pid=23862", "head", "Traceback (most recent call last):"),
+    ("(node-0, worker1, rank=1, pid=22755, ip=172.31.81.91) RuntimeError: x", "node-0, worker1 pid=22755", "172.31.81.91", "RuntimeError: x"),
+])
+def test_a_skypilot_nodes_prefix_names_a_printer_not_a_rank(raw, tag, node, text):
+    # SkyPilot's `(<node names>, rank=N, pid=P[, ip=...])`: N is the node's rank in the
+    # cluster, not a process's, so the prefix names a printer (its node), no rank
+    ll = parse(raw)
+    assert (ll.who.rank, ll.tag, ll.node, ll.text) == (None, tag, node, text)
+
+
+@pytest.mark.parametrize("head", ["(worker1, rank=1, pid=2990, ip=10.0.0.2) ", "(RayTrainWorker pid=4001) ", "[1,5]<stderr>:"])
+def test_a_launchers_prefix_before_a_torchrun_chain_is_one_line(head):
+    # a node's or a worker's prefix, then torchrun's `[rankN]:`: one line of rank N, not a
+    # record glued onto another
+    raw = head + "[rank5]: Traceback (most recent call last):"
+    assert P.split_glued(raw) == [raw]
+    ll = parse(raw)
+    assert (ll.who.rank, ll.text) == (5, "Traceback (most recent call last):")

@@ -49,6 +49,9 @@ HYDRA_TAG = re.compile(r"\[(\d{1,7})\] ")
 SHELL_JOB = re.compile(r"\[\d{1,7}\]\s+[+-]?\s*\d+(?:\s|$)")
 # kubectl's `--prefix` (`[pod/<pod>/<container>] `): one printer per pod and container
 KUBE_TAG = re.compile(r"\[(pod/[\w.\-]{1,253}/[\w.\-]{1,63})\] ")
+# SkyPilot's, one printer per node of the cluster: `(head, rank=0, pid=N) `,
+# `(node-0, worker1, rank=1, pid=N, ip=...) ` (its rank is the node's, not a process rank)
+SKY = re.compile(r"\(((?:[\w.\-]{1,64}, ){0,3}[\w.\-]{1,64}), rank=(\d{1,6}), pid=(\d+)(?:, ip=([\d.]{7,15}))?\) ?")
 STD_TAG = re.compile(r"(std(?:err|out))(?::|\s*\|) ?")
 DETERMINED = re.compile(r"\[?(\d{4}-\d\d-\d\dT[\d:.]+Z?)\]? ([0-9a-f]{6,12}) \|\| ")
 
@@ -172,6 +175,7 @@ def _is_prefix_head(pre: str) -> bool:
         or (pre.endswith(":") and HOST_ONLY.fullmatch(pre[:-1]))
         or TAG_SHAPE.fullmatch(pre)
         or MPI_TAG.fullmatch(pre)
+        or (pre[:1] == "(" and (RAY.fullmatch(pre) is not None or SKY.fullmatch(pre) is not None))
     )
 
 
@@ -398,6 +402,8 @@ class PrefixParser:
                         ts = parse_ts(pre, self.year)
                     elif pre.endswith(">:") and MPI_TAG.fullmatch(pre):
                         pass  # an MPI launcher's tag: the chain after it names the same rank
+                    elif pre[:1] == "(" and ((mp := RAY.fullmatch(pre)) is not None or (mp := SKY.fullmatch(pre)) is not None):
+                        tag = pre  # a Ray worker's or a SkyPilot node's: the chain names the rank
                     else:
                         mh = ACCEL.fullmatch(pre.rstrip()) or ACCEL.fullmatch(pre.rstrip() + " ")
                         if mh:
@@ -447,6 +453,8 @@ class PrefixParser:
                     pos = m.end()
                     if (m := BRACKET_RANK.match(raw, pos)) is not None:
                         rank, pos = int(m.group(1)), m.end()  # Lightning inside a Ray worker
+                elif (m := SKY.match(raw, pos)) is not None:
+                    tag, host, pos = f"{m.group(1)} pid={m.group(3)}", m.group(4) or m.group(1).rsplit(", ", 1)[-1], m.end()
             elif c.isalnum() and label is None:
                 m = HOST.match(raw, pos)
                 if m:
