@@ -312,7 +312,7 @@ def coloured(lines: list[str], picks: list[bool]) -> list[str]:
 # a log collector's time in front of every line (a container runtime's, a CI runner's, a log
 # shipper's export), whatever the line is; one time for all lines, so it orders nothing
 COLLECTOR_STAMPS = ["2031-02-03T04:05:06.123456789Z ", "2031-02-03T04:05:06.1234567Z ", "2031-02-03 04:05:06.123 ",
-                    "2031-02-03T04:05:06+02:00 ", "[2031-02-03T04:05:06Z] "]
+                    "2031-02-03T04:05:06+02:00 ", "[2031-02-03T04:05:06Z] ", "Feb  3 04:05:06 "]
 
 
 def collected(lines: list[str], stamp: str) -> list[str]:

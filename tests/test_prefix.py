@@ -440,3 +440,17 @@ def test_a_launchers_prefix_before_a_torchrun_chain_is_one_line(head):
     assert P.split_glued(raw) == [raw]
     ll = parse(raw)
     assert (ll.who.rank, ll.text) == (5, "Traceback (most recent call last):")
+
+
+def test_a_collectors_time_without_a_year_and_journalds_process():
+    # moreutils' `ts`, syslog's and journald's short time (no year: dated as a glog time is),
+    # and journald's `host ident[pid]: ` after it, one printer per process
+    p = PrefixParser(2025, until=datetime(2025, 12, 1))
+    ll = p.parse(SRC, 1, "Nov 27 13:40:01 4: Traceback (most recent call last):")
+    assert (ll.who.label, ll.text, ll.ts) == (4, "Traceback (most recent call last):", datetime(2025, 11, 27, 13, 40, 1))
+    ll = p.parse(SRC, 2, 'Nov 27 13:40:01 gpu-3 python[1234]:   File "a.py", line 3, in <module>')
+    assert (ll.node, ll.tag, ll.text) == ("gpu-3", "python[1234]", '  File "a.py", line 3, in <module>')
+    assert p.parse(SRC, 3, "Nov 27 13:40:02 gpu-3 python[99]: x").stream != ll.stream
+    # a program's words after the time are not journald's process (no `[pid]`)
+    assert p.parse(SRC, 4, "Nov 27 13:40:01 Epoch 3: loss 2.0").text == "Epoch 3: loss 2.0"
+    assert p.parse(SRC, 5, "November rain").text == "November rain"

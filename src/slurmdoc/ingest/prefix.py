@@ -167,6 +167,21 @@ def _collector_end(raw: str, year: int) -> int:
     return end + 1
 
 
+# a collector's time with no year (moreutils' `ts`, syslog's and journald's short form:
+# `Nov 27 13:40:01 `), and journald's `host ident[pid]: ` after it: one printer per process
+SYSLOG_HEAD = re.compile(r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ \d]\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? "
+                         r"(?:([\w.\-]{1,64}) ([\w.\-/@]{1,64}\[\d{1,10}\]): )?")
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_MONTH_FIRST = frozenset("JFMASOND")
+
+
+def _syslog_time(m: re.Match, year: int) -> Optional[datetime]:
+    try:
+        return datetime(year, _MONTHS[m[1]], int(m[2]), int(m[3]), int(m[4]), int(m[5]), int((m[6] or "0").ljust(6, "0")[:6]))
+    except ValueError:  # 30 February; 29 February of the placeholder year (dated later)
+        return None
+
+
 def _is_prefix_head(pre: str) -> bool:
     """Can `pre` stand before a [rankN]:/[defaultN]: chain as part of the line's prefix?"""
     return bool(
@@ -385,8 +400,13 @@ class PrefixParser:
 
         # a log collector's time in front of the whole line (the program's prefixes after it)
         collected: Optional[datetime] = None
+        yearless = False
         if raw[:1] in _COLLECTOR_START and (pos := _collector_end(raw, self.year)):
             collected = _stamp(raw, self.year)[0]
+        elif raw[:1] in _MONTH_FIRST and (m := SYSLOG_HEAD.match(raw)) is not None:
+            collected, yearless, pos = _syslog_time(m, self.year), True, m.end()
+            if m.group(7) is not None:
+                host, tag = m.group(7), m.group(8)
         if raw[pos : pos + 1] in _LABEL_START and (m := SRUN_LABEL.match(raw, pos)) is not None:
             label = int(m.group(1))
             pos = m.end()
@@ -487,8 +507,9 @@ class PrefixParser:
                     text = raw[pos:]
                     logged = True
                     glog = None
-        if ts is None:
+        if ts is None and collected is not None:
             ts = collected
+            glog = yearless  # a year-less time is dated as a glog time is
         if ts is not None:
             ts = self._date(ts, text, inherit.stream if inherit is not None and pos == 0 else
                             (src.index, label, rank, local) if rank is not None or local is not None else (src.index, label, host, tag), glog)
