@@ -335,3 +335,35 @@ def test_a_line_holding_both_fences_of_a_pair_breaks_no_excerpt():
         breaks = []
         list(repair(((i, ln, False) for i, ln in enumerate(["step 1", line, "step 2"], 1)), breaks))
         assert len(breaks) == 1, line
+
+
+def test_a_template_of_the_wrap_width_does_not_hide_the_wraps_around_it():
+    # a log hard-wrapped at a width no terminal is known for, whose own fixed-format records
+    # happen to be that long: the records are one template (one shape of line, however often
+    # it recurs), the wrapped lines are of several shapes, so the width is learnt and the
+    # records stay as they are
+    width = 90
+    beat = "[2025-08-18 18:10:{:02d}.{:03d}] [2025-08-18 18:10:{:02d}.{:03d}] There are 6 training processes running"
+    rows = [beat.format(i, 7 * i, i, 7 * i) for i in range(9)]
+    assert {len(r) for r in rows} == {width}
+    lines = [LONG[2], *rows, LONG[0], TB[-1] + " " + "because the shard index is out of range " * 3, "[rank1]: short line"]
+    assert fix(wrap(lines, width)) == lines
+
+
+def test_a_wrapped_rest_in_capitals_is_no_exception_line():
+    # a column that cuts `NCCL_BLOCKING_WAIT: 0` or `SIGBUS` leaves a rest (`CCL_BLOCKING_WAIT:
+    # 0`, `S`) that reads like an exception class and its message; Python names its classes
+    # in CamelCase (or by their dotted path), so a name all in capitals is the rest of a line
+    width = 90
+    lines = [
+        "I0425 17:05:53.758841  4566 ProcessGroupNCCL.cpp:686] [Rank 0] ProcessGroupNCCL initialization options: NCCL_ASYNC_ERROR_HANDLING: 1,"
+        " NCCL_DESYNC_DEBUG: 0, NCCL_ENABLE_TIMING: 0, NCCL_BLOCKING_WAIT: 0, TIMEOUT(ms): 1800000",
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGBUS",
+        *LONG[:3],
+    ]
+    cut = wrap(lines, width)
+    assert "S" in cut and any(c.startswith("CCL_BLOCKING_WAIT: 0") for c in cut)
+    assert fix(cut) == lines
+    # a real exception line, or a log level's record, after a line of that width stays its own
+    for own in ("ValueError: boom", "torch.OutOfMemoryError: CUDA out of memory", "KeyboardInterrupt", "ERROR: disk quota exceeded"):
+        assert fix(cut + ["y" * (width - 1) + "z", own])[-1] == own

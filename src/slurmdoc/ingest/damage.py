@@ -116,6 +116,8 @@ class Repair:
         self.fast_below = MIN_WIDTH - 1  # shorter lines cannot start or continue a wrap
         self.rejected = -1  # a width whose lines of that length all proved to be records
         self.misses = 0  # ... and that read as two records
+        self.miss_shapes: set[str] = set()  # the shapes of line those record pairs began with
+        self.cuts = 0  # wrapped pairs whose cut fell inside a word
         self.busy = False  # some repair is under way: every line takes the slow path
         self.labels = 0  # the lines around the current one carry srun labels this long (0: none)
         self.quoted = False  # the last line carried Markdown quote marks
@@ -258,10 +260,11 @@ class Repair:
     # A width is learnt from pairs of lines: a line of the greatest length so far and the
     # line after it. A pair is a wrap when the second line cannot stand on its own (no
     # prefix, no timestamp, no traceback line, not the next record of the same kind). Such
-    # pairs beginning with lines of WIDTH_CONFIRM different shapes, outnumbering the pairs
-    # that were two records, make the length a wrap width (a template that prints lines of
-    # one length, each followed by a short line, is no wrap); one pair is enough at a common
-    # terminal width when the cut falls inside a word.
+    # pairs beginning with lines of WIDTH_CONFIRM different shapes, more shapes than the pairs
+    # that were two records began with, make the length a wrap width (a template that prints
+    # lines of one length, each followed by a short line, is no wrap; one that prints lines
+    # of one length many times is one record's shape, however often it recurs); one pair is
+    # enough at a common terminal width when the cut falls inside a word.
     # Many record pairs and no wraps make the length a program's fixed-format line instead,
     # and lines of that length take the fast path again.
     def _wrap(self, n: int, raw: str, hit: bool, out: list[Line]) -> None:
@@ -300,19 +303,28 @@ class Repair:
         if self._continues(line, line, nxt):
             self.pairs += 1
             self.shapes.add(_shape(line))
-            common = len(line) in COMMON_WIDTHS and _inside_word(line, nxt)
+            inside = _inside_word(line, nxt)
+            self.cuts += inside
+            common = inside and len(line) in COMMON_WIDTHS
             # a wrap cuts whatever line reaches the width; lines of one shape (one template)
-            # that share a length are that template's length, however often they recur
-            if (len(self.shapes) >= WIDTH_CONFIRM and self.pairs > self.misses) or (common and self.pairs >= self.misses):
+            # that share a length are that template's length, however often they recur: the
+            # evidence on either side is counted in shapes of line
+            shapes, against = len(self.shapes), len(self.miss_shapes)
+            # many wrapped pairs of two shapes or more are as good as three shapes
+            many = self.pairs > WIDTH_CONFIRM and shapes >= 2
+            if ((shapes >= WIDTH_CONFIRM or many) and shapes > against) or (common and shapes >= against):
                 self.width = len(line)
         else:
-            self._missed(len(line))
+            self._missed(line)
 
-    def _missed(self, size: int) -> None:
+    def _missed(self, line: str) -> None:
         """A line of this length was a whole record. Many such and few wraps: the length is
-        a fixed-format line of the program, not a wrap width."""
+        a fixed-format line of the program, not a wrap width (a wrap that cut a word in two
+        raises the bar: a template of that length may share a log with a wrap width)."""
+        size = len(line)
         self.misses += 1
-        if self.misses >= WIDTH_MISSES and self.misses >= 4 * self.pairs:
+        self.miss_shapes.add(_shape(line))
+        if self.misses >= WIDTH_MISSES * (1 + 8 * self.cuts) and self.misses >= 4 * self.pairs:
             self.rejected = size
             self.width = None
             if self.maxlen == size:
@@ -328,8 +340,9 @@ class Repair:
             self.width = None  # a longer line: no wrap width (or not that one)
             self.maxlen = size
             self.fast_below = size
-            self.pairs = self.misses = 0
+            self.pairs = self.misses = self.cuts = 0
             self.shapes.clear()
+            self.miss_shapes.clear()
 
     def _place(self, ln: Line, out: list[Line]) -> None:
         """Join `ln` to the held wrapped line before it, or hold it if it may be wrapped."""
@@ -346,7 +359,7 @@ class Repair:
                 self.held = []
                 return
             if len(self.held) == 1 and self.width is not None:
-                self._missed(self.width)
+                self._missed(self.held[0][1])
             out.append(self._join(self.held))
             self.held = []
         if self.width is not None and len(raw) == self.width:
@@ -367,7 +380,7 @@ class Repair:
             return False
         if RECORD_START.match(nxt):
             return False  # a record of its own
-        if EXCEPTION.match(nxt) and not self.labels:
+        if not self.labels and _exception_line(nxt):
             return False  # an exception line is never swallowed (where every task line is
             # labelled, an unlabelled one can only be the rest of the line before)
         if self.labels and _label_end(nxt) == self.labels:
@@ -415,6 +428,21 @@ def _shape(line: str) -> str:
     iteration line) share both; lines a wrap cut share at most a prefix (a Ray actor's
     `(TrainController pid=1) `), not where the cut fell."""
     return _DIGITS.sub("0", line[:SAME_START]) + "|" + _DIGITS.sub("0", line[-SAME_START:])
+
+
+LOG_LEVELS = frozenset({"DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL", "PANIC", "TRACE"})
+
+
+def _exception_line(line: str) -> bool:
+    """Is `line` an exception line (`ValueError: ...`, `torch.OutOfMemoryError`, `KeyboardInterrupt`)
+    or a log level's record (`ERROR: ...`)? A class is named in CamelCase or by its dotted
+    path; a name all in capitals (`NCCL_BLOCKING_WAIT: 0`, the `S` a column cut off
+    `SIGBUS`) is a setting's or a word's rest, not an exception."""
+    if EXCEPTION.match(line) is None:
+        return False
+    name = line.partition(":")[0].rstrip()
+    last = name.rpartition(".")[2]
+    return "." in name or last in LOG_LEVELS or any(c.islower() for c in last)
 
 
 def _label_end(line: str) -> int:
