@@ -596,3 +596,21 @@ def test_a_json_string_s_escape_of_half_a_character_does_not_reach_the_report():
     # a pair escaped whole is one character, kept
     (ev,) = [e for e in events('  "message": "ValueError: shard \\ud83d\\ude00 unreadable",') if e.kind == "traceback"]
     assert ev.lines == ["ValueError: shard \U0001F600 unreadable"]
+
+
+@settings(max_examples=20, deadline=None, database=None)
+@given(st.integers(min_value=1, max_value=4), st.booleans(), st.booleans())
+def test_a_traceback_indented_as_a_whole_keeps_its_exception_line(shift, header, chained):
+    # a traceback pasted in an indented block, or left under a launcher's field whose head
+    # was cut off: every line is shifted right, the exception line still stands left of its
+    # frames, and it is read as the exception line (without the shift), whether the header
+    # survived or not
+    text = TB if header else TB.split("\n", 1)[1]
+    if chained:
+        text = text.replace("ValueError: bad", "KeyError: 'shard'") + "\n\nDuring handling of the above exception, another exception occurred:\n\n" + TB
+    pad = " " * shift
+    evs = [e for e in events("\n".join(pad + ln if ln else ln for ln in (text + "\n\nafter").split("\n"))) if e.kind == "traceback"]
+    assert len(evs) == 1 and evs[0].exception_idx
+    assert evs[0].lines[evs[0].exception_idx[-1]] == "ValueError: bad"
+    # its frames stay frames: no line deeper than the first frame is an exception line
+    assert all(evs[0].lines[i] in ("ValueError: bad", "KeyError: 'shard'") for i in evs[0].exception_idx)

@@ -106,7 +106,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "carried", "last_seq", "gap", "plain", "colon", "stack", "entry", "told", "waives", "unraised", "unraised_open", "entry_seq", "open_summary", "summary_done")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "carried", "last_seq", "gap", "plain", "colon", "stack", "indent", "entry", "told", "waives", "unraised", "unraised_open", "entry_seq", "open_summary", "summary_done")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -125,6 +125,7 @@ class _Stream:
         self.unraised = False  # the stream's previous line was Python's head for an exception it dropped
         self.unraised_open = False  # ... and that head's object was cut by a line break (`... of` / `<obj>>`)
         self.stack = False  # frames with no header, after a line introducing them
+        self.indent: Optional[int] = None  # the indentation of the traceback's first frame
         self.entry: list[LogLine] = []  # the failure entry of a launcher summary being read
         self.entry_seq: Optional[int] = None  # that entry is the Root Cause: the summary's place in the order
         self.open_summary = False  # a summary pasted without its opening banner: no closing one to wait for
@@ -306,6 +307,7 @@ class Assembler:
         st.plain = 0
         st.gap = False
         st.stack = False
+        st.indent = None
         st.embedded = False
         st.carried = False
         return ev
@@ -363,7 +365,17 @@ class Assembler:
             if not t.strip():
                 self._append(ev, line)
                 st.gap = True
+            elif t[0] in " \t" and st.indent and len(t) - len(body := t.lstrip()) < st.indent and EXC_LINE.match(body) and not FRAME.match(t):
+                # the traceback printed indented as a whole (pasted in an indented block, or
+                # under a launcher's field whose head was cut off): its exception line stands
+                # left of its frames, as an unindented one does; read without the indentation
+                self._append(ev, line)
+                ev.exception_idx.append(len(ev.lines) - 1)
+                ev.lines[-1] = body
+                self._raised(st, ev)
             elif t[0] in " \t" or t.startswith(BOX):
+                if st.indent is None and "File" in t and FRAME.match(t):
+                    st.indent = len(t) - len(t.lstrip())
                 self._append(ev, line)
                 st.gap = ELISION.match(t) is not None
             elif TB_HEADER.match(t):
@@ -385,17 +397,7 @@ class Assembler:
             elif EXC_LINE.match(t):
                 self._append(ev, line)
                 ev.exception_idx.append(len(ev.lines) - 1)
-                if st.embedded:
-                    ev.origin_idx = len(ev.lines) - 1
-                    st.embedded = False
-                if st.pending > 0:
-                    st.pending -= 1
-                else:
-                    st.mode = "tail"
-                    st.tail = 0
-                    st.plain = 0
-                    st.banners = 0
-                    st.summary_done = st.open_summary = False  # a new exception's message: a summary before it is over
+                self._raised(st, ev)
             else:
                 st.foreign += 1
                 if st.foreign > MAX_FOREIGN:
@@ -510,6 +512,21 @@ class Assembler:
                 self._close(st, out)
                 self._idle(st, line, out)
             return
+
+    @staticmethod
+    def _raised(st: _Stream, ev: Event) -> None:
+        """After the exception line of the frames being read."""
+        if st.embedded:
+            ev.origin_idx = len(ev.lines) - 1
+            st.embedded = False
+        if st.pending > 0:
+            st.pending -= 1
+        else:
+            st.mode = "tail"
+            st.tail = 0
+            st.plain = 0
+            st.banners = 0
+            st.summary_done = st.open_summary = False  # a new exception's message: a summary before it is over
 
     def _continues(self, st: _Stream, ev: Event, t: str) -> bool:
         """Is `t` more of the exception message (not the program's next output)?
