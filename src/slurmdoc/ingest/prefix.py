@@ -155,7 +155,7 @@ def _collector_end(raw: str, year: int) -> int:
     is read as it would be without it. A logging formatter's head (the time, then ` - ` or
     ` | `; or the time in brackets, unless an srun label follows it) is not one: the parser
     reads it off the program's text as a log record's, as it always did."""
-    if raw[:1] not in _COLLECTOR_START:
+    if raw[4 + (raw[:1] == "[") : 5 + (raw[:1] == "[")] != "-":  # (cheap: most lines start otherwise)
         return 0
     when, end = _stamp(raw, year)
     if when is None or end <= 0 or raw[end : end + 1] != " ":
@@ -403,7 +403,7 @@ class PrefixParser:
         yearless = False
         if raw[:1] in _COLLECTOR_START and (pos := _collector_end(raw, self.year)):
             collected = _stamp(raw, self.year)[0]
-        elif raw[:1] in _MONTH_FIRST and (m := SYSLOG_HEAD.match(raw)) is not None:
+        elif raw[3:4] == " " and raw[:1] in _MONTH_FIRST and (m := SYSLOG_HEAD.match(raw)) is not None:
             collected, yearless, pos = _syslog_time(m, self.year), True, m.end()
             if m.group(7) is not None:
                 host, tag = m.group(7), m.group(8)
