@@ -59,6 +59,18 @@ def test_fence_lines_are_recorded_as_the_breaks_between_pasted_excerpts():
     assert len(many) == damage.MAX_BREAKS
 
 
+def test_tilde_fences_break_pasted_excerpts_as_backtick_fences_do():
+    # Markdown's other fence, `~~~` (with a language or not, bare or glued to a log line), is
+    # decoration and a break between excerpts alike; a program's own row of tildes is its words
+    pasted = ["the run dies with:", "~~~text", *TB, "~~~", "and the bars:", "~~~", "step 3", " ~~~ ", "~~~" + TB[0], TB[1] + "~~~", "ok"]
+    breaks: list[int] = []
+    kept = [(n, t) for n, t, _ in repair(((i, ln, False) for i, ln in enumerate(pasted, 1)), breaks)]
+    assert breaks == [2, 10, 12, 14, 14, 16] and [t for _, t in kept] == ["the run dies with:", *TB, "and the bars:", "step 3", *TB[:2], "ok"]
+    own = ["~~~~~~~~~~~~~~~~~~~~~~~~", "~~~ epoch 3 ~~~", "home is ~/data and ~/ckpt"]
+    breaks = []
+    assert [t for _, t, _ in repair(((i, ln, False) for i, ln in enumerate(own, 1)), breaks)] == own and breaks == []
+
+
 def test_asterisks_followed_by_a_space_are_a_programs_words_not_bold():
     # as in Markdown, a run of asterisks followed by a space opens no emphasis: a program's
     # banner framed by asterisks is kept whole; bold (also bold italic) still goes

@@ -472,14 +472,15 @@ def test_a_user_rule_hyperscan_refuses_leaves_the_others_guarded(tmp_path):
     assert stats["parsed"] < len(lines) // 20
 
 
-def test_a_fence_far_from_any_hit_still_parts_a_pasted_log(tmp_path):
-    """A paste's code fence ends one excerpt (liveness reads each excerpt's progress on its
-    own): the fast reader searches for fence lines too, so a fence deep in lines it would
-    otherwise skip parts the log as the exact reader parts it."""
+@pytest.mark.parametrize("fence", ["```", "~~~"])
+def test_a_fence_far_from_any_hit_still_parts_a_pasted_log(tmp_path, fence):
+    """A paste's code fence (either of Markdown's) ends one excerpt (liveness reads each
+    excerpt's progress on its own): the fast reader searches for fence lines too, so a fence
+    deep in lines it would otherwise skip parts the log as the exact reader parts it."""
     filler = [f"data shard {i} loaded, {i * 7 % 1000} samples" for i in range(20000)]
-    lines = ["```", "Traceback (most recent call last):", '  File "loader.py", line 40, in fetch',
-             "ConnectionResetError: [Errno 104] Connection reset by peer", *filler[:10000], "```", "", "```",
-             *filler[10000:], "step 11 loss 1.9", "step 12 loss 1.8", "```"]
+    lines = [fence, "Traceback (most recent call last):", '  File "loader.py", line 40, in fetch',
+             "ConnectionResetError: [Errno 104] Connection reset by peer", *filler[:10000], fence, "", fence,
+             *filler[10000:], "step 11 loss 1.9", "step 12 loss 1.8", fence]
     log = tmp_path / "paste.log"
     log.write_text("\n".join(lines) + "\n")
     budget = Budget(head=0, min_head=0, tail=4 << 10, min_tail=4 << 10)

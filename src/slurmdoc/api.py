@@ -13,7 +13,7 @@ from slurmdoc.engine.matcher import Matcher
 from slurmdoc.errors import InputError
 from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
-from slurmdoc.ingest.damage import ANSI, FENCE_WORD, repair
+from slurmdoc.ingest.damage import ANSI, FENCE_WORDS, repair
 from slurmdoc.ingest.prefilter import ENGINES, Prefilter
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.ingest.scan import Budget, Scan
@@ -109,9 +109,9 @@ def _prefilter(matcher: Matcher, engine: str) -> Prefilter:
         rules = matcher.book.rules
         # a colour code can split a keyword in the raw bytes (`: \x1b[31merror\x1b[0m: `): a
         # coloured line is read whole, its codes taken off, and the rules' keywords tried again
-        # a paste's code fence is searched for too: the reader records it as a break between
+        # a paste's code fences (both of Markdown's) are searched for too: the reader records one as a break between
         # excerpts (damage.repair), which the exact reader sees on every line
-        pf = _PREFILTERS[key] = Prefilter([*keywords[0], FENCE_WORD], keywords[1], engine=engine, marks=("\x1b[",),
+        pf = _PREFILTERS[key] = Prefilter([*keywords[0], *FENCE_WORDS], keywords[1], engine=engine, marks=("\x1b[",),
                                           guards=lambda: _superset().line_guards(rules), guards_key=lambda: _superset().guards_key(rules))
     return pf
 

@@ -4,8 +4,8 @@ A log that reached us through an issue thread, a chat or a terminal is rarely th
 job wrote. The damage comes in a few general forms, each undone here line by line:
 
 - Markdown decoration: quote marks (`> `, nested `> > `, a bare `>`) before the lines of a
-  log quoted in a reply, code fences (```` ``` ````, ```` ```text ````, a fence glued to the
-  first or last log line), `**` bold markers around a line, a heading made of a bold line
+  log quoted in a reply, code fences (```` ``` ````, ```` ```text ````, Markdown's other fence
+  `~~~`, a fence glued to the first or last log line), `**` bold markers around a line, a heading made of a bold line
   (`### **RuntimeError: ...**`), the single backtick of inline code opened on one line and
   closed on another (an unmatched mark at a line's start or end);
 - a line-number column added by a log viewer, `[12345] ` or `  123 | `: taken off only when
@@ -46,9 +46,12 @@ LOST_ESC_HEAD = re.compile(r"(?:\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\]))+(?=\S)"
 LOST_ESC = re.compile(r"\[[0-9]{1,3}(?:;[0-9]{1,3}){0,4}m(?!\])")
 
 QUOTE = re.compile(r"(?:>(?: |$))+")  # Markdown quote marks: `>` then a space or the line's end
-FENCE_WORD = "```"  # what every fence line the reader records holds (the fast reader searches for it)
+# Markdown's two fences: what every fence line the reader records holds (the fast reader
+# searches for them)
+FENCE_WORDS = ("```", "~~~")
 FENCE = re.compile(r"\s*(?:```|~~~)[\w+.\-]*\s*$")  # a fence line, with or without a language
-FENCE_HEAD = re.compile(r"```(?=\S)")  # a fence glued to the start of a log line
+# a fence glued to the start of a log line (a row of tildes is a program's own rule, no fence)
+FENCE_HEAD = {"```": re.compile(r"```(?=\S)"), "~~~": re.compile(r"~~~(?=[^\s~])")}
 RAY_REPEAT = re.compile(r" ?\[repeated \d+x across cluster\]$")
 HEADING_BOLD = re.compile(r"#{1,6} \*\*(?=\S)")
 # a line in bold (`**text**`, `***text***`), or a bare `**`; as in Markdown, a run of asterisks
@@ -166,21 +169,29 @@ class Repair:
             out.extend(self.flush())
         if m is not None:
             raw = raw[m.end():]  # a quoted reply's marks (`>>>`, `>text` are no quote)
-        if "`" in raw:
+        tick = "`" in raw
+        if tick or "~~~" in raw:
             if FENCE.match(raw):
                 self._break(n)
                 return  # decoration only
             # one fence glued to a log line breaks there; a line holding both fences of a
             # pair (`...```42````, inline code) opens and closes nothing
-            lone = raw.count("```") == 1
-            if raw.startswith("```"):
-                raw = FENCE_HEAD.sub("", raw, 1)
-                if lone and raw[:1] != "`":
-                    self._break(n - 1)  # a fence glued before this line: it opens here
-            if raw.endswith("```"):
-                raw = raw[:-3]
-                if lone and raw[-1:] != "`":
-                    self._break(n)  # ... glued after it: it closes after this line
+            for word in FENCE_WORDS:
+                if word not in raw:
+                    continue
+                mark = word[0]
+                lone = raw.count(word) == 1
+                if mark == "~" and not lone:
+                    continue  # a program's own tildes (a banner between two, a row of them)
+                if raw.startswith(word) and (m := FENCE_HEAD[word].match(raw)) is not None:
+                    raw = raw[m.end():]
+                    if lone and raw[:1] != mark:
+                        self._break(n - 1)  # a fence glued before this line: it opens here
+                if raw.endswith(word) and (mark == "`" or raw[-4:-3] != mark):
+                    raw = raw[:-3]
+                    if lone and raw[-1:] != mark:
+                        self._break(n)  # ... glued after it: it closes after this line
+        if tick:
             if raw.count("`") % 2:
                 # a log pasted as inline code: the mark that opens or closes it, unmatched on
                 # this line, is the paste's; a lone mark is decoration only
@@ -495,7 +506,7 @@ def repair(lines: Iterable[Line], breaks: Optional[list[int]] = None) -> Iterato
         raw = item[1]
         # the fast path: plain string tests only (a regex call per line would cost more than
         # parsing the line's prefix)
-        if len(raw) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw and not raw.endswith("cluster]"):
+        if len(raw) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw and "~~~" not in raw and not raw.endswith("cluster]"):
             if raw[:1] not in first or not _suspect_start(raw):
                 r.prev = item
                 yield item
