@@ -41,6 +41,12 @@ def test_a_timeout_message_that_names_the_rank_it_waited_for_names_the_root_rank
         for prefix in ("", "[rank2]: ", "(Actor pid=812) "):
             d = diagnose([write("j.log", "\n".join(prefix + line for line in ["step 3 loss 1.0"] + tb + [msg]))])
             assert d.root_cause.category == "nccl_timeout" and d.root_cause.rank == 5 and 5 in d.root_cause.stragglers, (msg, prefix)
+    # a message that names several ranks reports them all, the first as the root
+    for msg, named in (("RuntimeError: Ranks 5, 6 failed to pass monitoredBarrier in 60000 ms", [5, 6]),
+                       ("RuntimeError: Ranks 3, 9, 4 failed to pass monitoredBarrier in 60000 ms", [3, 4, 9]),
+                       ("RuntimeError: Rank 7 failed to pass monitoredBarrier in 60000 ms", [7])):
+        d = diagnose([write("j.log", "\n".join(["[rank0]: " + line for line in ["step 3 loss 1.0"] + tb + [msg]]))])
+        assert d.root_cause.rank == named[0] and sorted(d.root_cause.stragglers) == named and sorted(d.root_cause.ranks) == named, msg
     # a rank's own crash still leads over the echo that names it
     crash = ["[rank5]: Traceback (most recent call last):", '[rank5]:   File "/w/train.py", line 9, in step', "[rank5]: ValueError: empty batch"]
     d = diagnose([write("j.log", "\n".join(crash + ["[rank2]: " + line for line in tb + [msgs[0]]]))])

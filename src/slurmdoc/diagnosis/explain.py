@@ -17,7 +17,7 @@ from slurmdoc.diagnosis.ladder import level_of
 from slurmdoc.diagnosis.layout import Layout
 from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.order import named_elsewhere
-from slurmdoc.diagnosis.ranks import describe, ranges, to_int
+from slurmdoc.diagnosis.ranks import describe, parse_tasks, ranges, to_int
 from slurmdoc.models import Handled, RootCause, Symptom
 from slurmdoc.slurm.exitcodes import SIGNAL_CATEGORY
 
@@ -95,7 +95,7 @@ def root_model(c: Collector, lay: Layout, root: Finding, promoted: bool, total: 
                 evidence.extend(stall.evidence)
         ranks = stragglers
         rank = stragglers[0]
-        rank_source = "message" if to_int(root.captures.get("straggler")) == rank else "prefix"
+        rank_source = "message" if rank in parse_tasks(root.captures.get("straggler") or "") else "prefix"
         if ended_by is not None:
             evidence.append(f"then {c.src(ended_by)}: {ended_by.message()[:200]}")
     if promoted and not stragglers and root.rule.spec.missing_rank_is_root and own:

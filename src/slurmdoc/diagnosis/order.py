@@ -15,7 +15,7 @@ from slurmdoc.diagnosis.findings import Collector, Finding, Group, before, nonze
 from slurmdoc.diagnosis.ladder import rank_in_choice
 from slurmdoc.diagnosis.layout import Layout
 from slurmdoc.diagnosis.liveness import Liveness
-from slurmdoc.diagnosis.ranks import to_int
+from slurmdoc.diagnosis.ranks import parse_tasks, to_int
 
 # a process ended by SIGABRT, in the words launchers and shells use
 ABORT_WORDS = re.compile(r"\bAbort(?:ed)?\b|\bSIGABRT\b|\bsignal 6\b|\b6 death signal\b")
@@ -147,9 +147,9 @@ def _promote(symptoms: dict[str, Group], exits: list[Finding], lay: Layout, all_
     if alone:
         root = earliest([g.first for g in alone], skew)
         g = next(x for x in alone if x.first is root)
-        named = to_int(root.captures.get("straggler"))
-        if named is not None and named >= 0:
-            return root, [named]  # the text names the rank the others waited for
+        named = parse_tasks(root.captures.get("straggler") or "")
+        if named:
+            return root, named  # the text names the rank(s) the others waited for, the first leads
         return root, stragglers_of(g, lay, all_ranks)
     if symptoms:
         return earliest([g.first for g in symptoms.values()], skew), []
