@@ -379,3 +379,20 @@ def test_a_wrapped_rest_in_capitals_is_no_exception_line():
     # a real exception line, or a log level's record, after a line of that width stays its own
     for own in ("ValueError: boom", "torch.OutOfMemoryError: CUDA out of memory", "KeyboardInterrupt", "ERROR: disk quota exceeded"):
         assert fix(cut + ["y" * (width - 1) + "z", own])[-1] == own
+
+
+def test_many_fence_lines_are_repaired_in_linear_time():
+    # every fence line of each form (bare, with a language, either fence, glued to a log line
+    # at either end) costs a few microseconds and nothing grows with their number (the breaks
+    # kept are bounded): 200,000 of each in well under a few seconds
+    import time
+
+    from slurmdoc.ingest import damage
+
+    for form in ("```", "~~~", "```text", "```step 1 loss 1.0", "step 1 loss 1.0~~~"):
+        breaks: list[int] = []
+        t0 = time.perf_counter()
+        for _ in repair(((i, form, True) for i in range(1, 200_001)), breaks):
+            pass
+        assert time.perf_counter() - t0 < 5.0, form
+        assert len(breaks) == damage.MAX_BREAKS, form
