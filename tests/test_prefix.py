@@ -454,3 +454,14 @@ def test_a_collectors_time_without_a_year_and_journalds_process():
     # a program's words after the time are not journald's process (no `[pid]`)
     assert p.parse(SRC, 4, "Nov 27 13:40:01 Epoch 3: loss 2.0").text == "Epoch 3: loss 2.0"
     assert p.parse(SRC, 5, "November rain").text == "November rain"
+
+
+@pytest.mark.parametrize("raw, pieces", [
+    ("[1,0]<stdout>:---- train end ----[1,1]<stdout>:step 3", ["[1,0]<stdout>:---- train end ----", "[1,1]<stdout>:step 3"]),
+    ("[1,mpirank:0,algo-1]<stdout>:done[1,mpirank:1,algo-1]<stderr>:Traceback (most recent call last):",
+     ["[1,mpirank:0,algo-1]<stdout>:done", "[1,mpirank:1,algo-1]<stderr>:Traceback (most recent call last):"]),
+    ("[1,0]<stderr>:RuntimeError: x", ["[1,0]<stderr>:RuntimeError: x"]),
+])
+def test_an_mpi_tagged_line_glued_onto_another_is_cut_off(raw, pieces):
+    # a rank's line printed without its newline, and the next tagged line lands on it
+    assert PrefixParser(2025).split_glued(raw) == pieces

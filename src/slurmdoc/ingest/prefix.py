@@ -328,7 +328,7 @@ class PrefixParser:
 
     def glued(self, raw: str) -> bool:
         """Does `raw` hold more than one record? Cheap for the lines that cannot."""
-        if not ("[rank" in raw or "[default" in raw or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw or _has_bar(raw)):
+        if not ("[rank" in raw or "[default" in raw or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw or "]<std" in raw or _has_bar(raw)):
             return False
         return self._glue_point(raw) is not None
 
@@ -336,7 +336,7 @@ class PrefixParser:
         """parse() of a line with no `\\r` in it, or None when it holds more than one record
         (see split_glued); the line is searched for a rank chain once for both."""
         chain = "[rank" in raw or "[default" in raw
-        if (chain or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw or _has_bar(raw)) and self._glue_point(raw) is not None:
+        if (chain or "Traceback (most" in raw or "slurmstepd" in raw or "srun: error" in raw or "]<std" in raw or _has_bar(raw)) and self._glue_point(raw) is not None:
             return None
         return self.parse(src, lineno, raw, None, chain)
 
@@ -371,6 +371,13 @@ class PrefixParser:
                     pre = raw[pos : m.start()].strip()
                     if pre and not _is_prefix_head(pre):
                         return m.start()
+        if "]<std" in raw:
+            # an MPI launcher's tagged line glued onto another's unfinished one
+            # (`[1,0]<stdout>:---- train end ----[1,1]<stdout>:step 3`)
+            own = MPI_TAG.match(raw, pos)
+            start = own.end() if own is not None else pos
+            if raw.find("]<std", start) >= 0 and (m := MPI_TAG.search(raw, start + 1)) is not None and raw[start : m.start()].strip():
+                return m.start()
         m = GLUED_SCHEDULER.search(raw, 1) if ("slurmstepd" in raw or "srun: error" in raw) else None
         if m is not None:
             # `...| 31/67 [29:02<35:12]slurmstepd: error: *** STEP ...`: a scheduler line
