@@ -396,3 +396,17 @@ def test_many_fence_lines_are_repaired_in_linear_time():
             pass
         assert time.perf_counter() - t0 < 5.0, form
         assert len(breaks) == damage.MAX_BREAKS, form
+
+
+@pytest.mark.parametrize("width", [72, 93, 111])
+def test_a_frame_line_cut_in_two_shows_the_width_at_any_column(width):
+    # a traceback hard-wrapped where no terminal is known to wrap: each frame line's path is
+    # as long as the column, so every frame is cut right after its file name; a frame line
+    # that only the two lines make whole was cut at the width
+    head = '  File "'
+    path = ("/home/user/envs/py37/lib/python3.7/site-packages/torch/multiprocessing/" * 3)[: width - len(head) - len('spawn.py"')] + "spawn.py"
+    frames = [f'{head}{path}", line {n}, in {f}' for n, f in ((200, "spawn"), (158, "start_processes"), (118, "join"))]
+    assert all(len(fr.split(",")[0]) == width for fr in frames)
+    lines = ["Traceback (most recent call last):", *(x for fr in frames for x in (fr, "    raise ProcessRaisedException(msg, error_index, failed_process.pid)")),
+             "torch.multiprocessing.spawn.ProcessRaisedException: process 0 terminated with an exception"]
+    assert fix(wrap(lines, width)) == lines

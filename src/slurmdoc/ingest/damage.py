@@ -275,7 +275,8 @@ class Repair:
     # that were two records began with, make the length a wrap width (a template that prints
     # lines of one length, each followed by a short line, is no wrap; one that prints lines
     # of one length many times is one record's shape, however often it recurs); one pair is
-    # enough at a common terminal width when the cut falls inside a word.
+    # enough at a common terminal width when the cut falls inside a word, and at any width
+    # when the two lines make one traceback frame line whole.
     # Many record pairs and no wraps make the length a program's fixed-format line instead,
     # and lines of that length take the fast path again.
     def _wrap(self, n: int, raw: str, hit: bool, out: list[Line]) -> None:
@@ -316,7 +317,10 @@ class Repair:
             self.shapes.add(_shape(line))
             inside = _inside_word(line, nxt)
             self.cuts += inside
-            common = inside and len(line) in COMMON_WIDTHS
+            # a traceback's frame line that only the two lines make whole was cut at the
+            # width, whatever the width
+            frame = not FRAME_ANY.match(line) and FRAME_ANY.match(line + nxt) is not None
+            common = (inside and len(line) in COMMON_WIDTHS) or frame
             # a wrap cuts whatever line reaches the width; lines of one shape (one template)
             # that share a length are that template's length, however often they recur: the
             # evidence on either side is counted in shapes of line
