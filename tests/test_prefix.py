@@ -421,6 +421,22 @@ def test_a_shells_job_table_is_no_rank_tag(raw):
     assert ll.who.rank is None and ll.text == raw
 
 
+@pytest.mark.parametrize("head", ["[1]", "[1] ", "[1] +", "[12]\t", "[1,3]<stderr>:", "[pod/p/c] ", "(a, rank=1, pid=2) "])
+@pytest.mark.parametrize("run", [" ", "\t ", "1 ", "a, "])
+def test_a_launchers_tag_before_a_long_run_is_read_in_time_in_proportion_to_the_line(head, run):
+    # a line (up to the reader's 1 MiB) that starts like a launcher's tag or a shell's job and
+    # goes on with a long run of what those patterns repeat (blanks, digits, names and commas):
+    # telling a tag from a job table must not try every way of splitting the run
+    import time
+
+    line = head + run * ((256 << 10) // len(run)) + "x"
+    t0 = time.perf_counter()
+    ll = parse(line)
+    P.split_glued(line)
+    assert time.perf_counter() - t0 < 2.0
+    assert line.endswith(ll.text)
+
+
 @pytest.mark.parametrize("raw, tag, node, text", [
     ("(head, rank=0, pid=23862) Traceback (most recent call last):", "head pid=23862", "head", "Traceback (most recent call last):"),
     ("(node-0, worker1, rank=1, pid=22755, ip=172.31.81.91) RuntimeError: x", "node-0, worker1 pid=22755", "172.31.81.91", "RuntimeError: x"),

@@ -45,8 +45,10 @@ MPI_TAG = re.compile(r"\[(?:\d{1,9},)?(?:mpirank:)?(\d{1,7})(?:,[\w.\-]{1,64})?\
 # log viewer's line-number column is taken off before: damage.py)
 HYDRA_TAG = re.compile(r"\[(\d{1,7})\] ")
 # a shell's job table after `[N]`: a job started (`[1] 51877`), a job's end (zsh's
-# `[1]  + 51877 killed  python ...`)
-SHELL_JOB = re.compile(r"\[\d{1,7}\]\s+[+-]?\s*\d+(?:\s|$)")
+# `[1]  + 51877 killed  python ...`); the blanks are bounded and the optional mark comes with
+# those before it, so a long run of blanks is split one way only (`\s+[+-]?\s*` tried every
+# split of it: quadratic in a line of `[1]` and blanks)
+SHELL_JOB = re.compile(r"\[\d{1,7}\](?:\s{1,8}[+-])?\s{1,8}\d{1,10}(?:\s|$)")
 # kubectl's `--prefix` (`[pod/<pod>/<container>] `): one printer per pod and container
 KUBE_TAG = re.compile(r"\[(pod/[\w.\-]{1,253}/[\w.\-]{1,63})\] ")
 # SkyPilot's, one printer per node of the cluster: `(head, rank=0, pid=N) `,
