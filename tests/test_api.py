@@ -176,6 +176,15 @@ def test_only_a_nonzero_exit_is_reported_as_unknown(write):
     assert d.root_cause.category == "unknown" and d.root_cause.rank == 3 and d.root_cause.node == "node-1"
 
 
+@pytest.mark.parametrize("state, category", [("Killed", "killed"), ("Bus error", "segfault"), ("Segmentation fault      (core dumped)", "segfault")])
+def test_a_shells_report_of_a_job_a_signal_ended_is_a_failure_in_any_row_of_its_table(write, state, category):
+    # with several jobs in the background, bash's table marks the current one `+`, the previous
+    # one `-` and any other with a blank: each row is the shell's report, not a rank's output
+    for mark in "+- ":
+        d = diagnose([write("run.log", f"loading data\nstep 1 loss 2.3\n[3]{mark}  {state:<24}python fit.py --epochs 3\n")])
+        assert d.status == "failed" and d.root_cause.category == category and d.root_cause.rank is None, mark
+
+
 def test_time_limit(write):
     d = diagnose([write("job.log", "[rank0]: iteration 5\nslurmstepd: error: *** JOB 1234 ON node-3 CANCELLED AT 2025-03-02T00:00:12 DUE TO TIME LIMIT ***\n")])
     assert d.root_cause.category == "time_limit"

@@ -414,9 +414,17 @@ def test_a_launchers_output_tag_names_the_printer(raw, rank, tag, text):
         assert other.stream == ll.stream
 
 
-@pytest.mark.parametrize("raw", ["[1] 51877", "[1]  + 51877 killed     python fit.py --epochs 4", "[2]  - 9120 done       python eval.py"])
+@pytest.mark.parametrize("raw", ["[1] 51877", "[1]  + 51877 killed     python fit.py --epochs 4", "[2]  - 9120 done       python eval.py",
+                                 # bash's table for a job that is neither the current (`+`) nor the
+                                 # previous (`-`) one: a blank where the mark would be
+                                 "[3]   Killed                  python fit.py --epochs 3",
+                                 "[2]   Segmentation fault      (core dumped) ./fit",
+                                 "[4]   Exit 1                  python eval.py",
+                                 "[5]   Done                    python export.py",
+                                 "[1]   Running                 python fit.py &"])
 def test_a_shells_job_table_is_no_rank_tag(raw):
-    # `[N]` before a process id is a shell's job (started, or its end), not rank N's output
+    # `[N]` before a process id, or before a job's state in the shell's words, is a shell's
+    # job (started, or its end), not rank N's output
     ll = parse(raw)
     assert ll.who.rank is None and ll.text == raw
 

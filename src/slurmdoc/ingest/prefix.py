@@ -45,10 +45,15 @@ MPI_TAG = re.compile(r"\[(?:\d{1,9},)?(?:mpirank:)?(\d{1,7})(?:,[\w.\-]{1,64})?\
 # log viewer's line-number column is taken off before: damage.py)
 HYDRA_TAG = re.compile(r"\[(\d{1,7})\] ")
 # a shell's job table after `[N]`: a job started (`[1] 51877`), a job's end (zsh's
-# `[1]  + 51877 killed  python ...`); the blanks are bounded and the optional mark comes with
-# those before it, so a long run of blanks is split one way only (`\s+[+-]?\s*` tried every
-# split of it: quadratic in a line of `[1]` and blanks)
-SHELL_JOB = re.compile(r"\[\d{1,7}\](?:\s{1,8}[+-])?\s{1,8}\d{1,10}(?:\s|$)")
+# `[1]  + 51877 killed  python ...`), a job's state in bash's words, padded to a column (`[3]
+# Killed   python ...`: a job neither current nor previous has a blank for its `+`/`-` mark);
+# the blanks are bounded and the optional mark comes with those before it, so a long run of
+# blanks is split one way only (`\s+[+-]?\s*` tried every split of it: quadratic in a line of
+# `[1]` and blanks)
+JOB_STATE = (r"(?:Running|Stopped(?: \([\w ]{1,24}\))?|Done(?:\(\d{1,3}\))?|Exit \d{1,3}|Killed|Terminated|Hangup|Interrupt|Quit"
+             r"|Aborted|Segmentation fault|Bus error|Illegal instruction|Floating point exception|Broken pipe|Alarm clock"
+             r"|User defined signal [12]|CPU time limit exceeded|File size limit exceeded|Trace/breakpoint trap)")
+SHELL_JOB = re.compile(rf"\[\d{{1,7}}\](?:\s{{1,8}}[+-])?\s{{1,8}}(?:\d{{1,10}}(?:\s|$)|{JOB_STATE}(?= {{2,}}\S| *\(core dumped\)|\s*$))")
 # kubectl's `--prefix` (`[pod/<pod>/<container>] `): one printer per pod and container
 KUBE_TAG = re.compile(r"\[(pod/[\w.\-]{1,253}/[\w.\-]{1,63})\] ")
 # SkyPilot's, one printer per node of the cluster: `(head, rank=0, pid=N) `,
