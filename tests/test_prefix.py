@@ -480,6 +480,23 @@ def test_a_collectors_time_without_a_year_and_journalds_process():
     assert p.parse(SRC, 5, "November rain").text == "November rain"
 
 
+@pytest.mark.parametrize("head", ["Nov 27 13:40:01 ", "Nov  7 13:40:01.250 ", "Nov 27 13:40:01 gpu-3 python[1234]: ", "2025-11-27T13:40:01Z "])
+@pytest.mark.parametrize("body, label, rank", [
+    ("[rank3]: RuntimeError: boom", None, 3),
+    ("4: [rank3]: RuntimeError: boom", 4, 3),
+    ("[1,3]<stderr>:RuntimeError: boom", None, 3),
+    ("(worker1, rank=1, pid=22) [rank3]: RuntimeError: boom", None, 3),
+])
+def test_a_collectors_time_before_a_lines_own_prefix_keeps_the_line_whole(head, body, label, rank):
+    # whatever the collector's time looks like (with a year or without, journald's process
+    # after it), the line behind it is one record: its prefix is the line's own, not a record
+    # glued on, and the line keeps the collector's time with its rank and label
+    p = PrefixParser(2025, until=datetime(2025, 12, 1))
+    assert p.split_glued(head + body) == [head + body]
+    ll = p.parse(SRC, 1, head + body)
+    assert (ll.who.label, ll.who.rank, ll.text) == (label, rank, "RuntimeError: boom") and ll.ts is not None
+
+
 @pytest.mark.parametrize("raw, pieces", [
     ("[1,0]<stdout>:---- train end ----[1,1]<stdout>:step 3", ["[1,0]<stdout>:---- train end ----", "[1,1]<stdout>:step 3"]),
     ("[1,mpirank:0,algo-1]<stdout>:done[1,mpirank:1,algo-1]<stderr>:Traceback (most recent call last):",

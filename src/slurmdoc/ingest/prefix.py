@@ -360,7 +360,11 @@ class PrefixParser:
         return cut
 
     def _record_glue_point(self, raw: str) -> Optional[int]:
+        # a collector's time in front (with a year or without: parse reads both), then the
+        # line's own prefixes, as parse reads them: what stands there is no record glued on
         pos = _collector_end(raw, self.year)
+        if not pos and raw[3:4] == " " and raw[:1] in _MONTH_FIRST and (m := SYSLOG_HEAD.match(raw)) is not None:
+            pos = m.end()
         m = SRUN_LABEL.match(raw, pos)
         pos = m.end() if m else pos
         if "[rank" in raw or "[default" in raw:
