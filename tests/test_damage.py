@@ -410,3 +410,23 @@ def test_a_frame_line_cut_in_two_shows_the_width_at_any_column(width):
     lines = ["Traceback (most recent call last):", *(x for fr in frames for x in (fr, "    raise ProcessRaisedException(msg, error_index, failed_process.pid)")),
              "torch.multiprocessing.spawn.ProcessRaisedException: process 0 terminated with an exception"]
     assert fix(wrap(lines, width)) == lines
+
+
+@pytest.mark.parametrize("width", [100, 120, 132])
+def test_a_device_side_assert_wrapped_inside_its_kernel_name_and_quoted_condition(width):
+    # CUDA's device-side assert, one line per thread, hard-wrapped: the column falls inside the
+    # kernel's name (a rest `NLLCriterion_updateOutput_kernel: block: ...` that reads like an
+    # exception class and its message) and right before the backtick closing the quoted
+    # condition (a rest that opens with it): the rest of a C function's name is no
+    # exception, and a mark that closes one the line before left open is the program's own
+    lines = []
+    for t in range(6):
+        head = "/opt/build/pytorch/aten/src/THCUNN/{}.cu:108: cunn_Class"
+        head = head.format(("ClassNLLCriterion" + "_generic" * 20)[: width - len(head) + 2])
+        rest = f"NLLCriterion_updateOutput_kernel: block: [0,0,0], thread: [{t},0,0] Assertion `t >= 0 && t < {{}}"
+        rest = rest.format(("n_classes" + "_of_target" * 20)[: width - len(rest) + 2])
+        assert len(head) == len(rest) == width
+        lines.append(head + rest + "` failed.")
+    cut = wrap(lines, width)
+    assert cut[1].startswith("NLLCriterion_") and cut[2] == "` failed."
+    assert fix(cut) == lines

@@ -124,6 +124,7 @@ class Repair:
         self.busy = False  # some repair is under way: every line takes the slow path
         self.labels = 0  # the lines around the current one carry srun labels this long (0: none)
         self.quoted = False  # the last line carried Markdown quote marks
+        self.tick_open = -1  # the line that left a backtick open inside its words
 
     def _settle(self) -> None:
         """After a slow-path line: may the next line take the fast path?"""
@@ -194,13 +195,19 @@ class Repair:
         if tick:
             if raw.count("`") % 2:
                 # a log pasted as inline code: the mark that opens or closes it, unmatched on
-                # this line, is the paste's; a lone mark is decoration only
-                if not raw.strip(" `"):
+                # this line, is the paste's; a lone mark is decoration only. A mark at the
+                # start that closes one the line before left open inside its words
+                # (`Assertion `t >= 0` cut by a hard wrap before its closing mark) is the
+                # program's own
+                closes = self.tick_open == n - 1 and raw.startswith("`")
+                if not raw.strip(" `") and not closes:
                     return
-                if raw.endswith("`") and not raw.endswith("``"):
+                if raw.endswith("`") and not raw.endswith("``") and not closes:
                     raw = raw[:-1]
-                elif raw.startswith("`") and not raw.startswith("``"):
+                elif raw.startswith("`") and not raw.startswith("``") and not closes:
                     raw = raw[1:]
+                elif not closes and not raw.startswith("`"):
+                    self.tick_open = n  # one left open inside the words: the next line may close it
         if raw[:1] == "#" and (m := HEADING_BOLD.match(raw)) is not None:
             # a Markdown heading made of a log line (`### **Error: ...**`)
             raw = raw[m.end():]
@@ -452,12 +459,14 @@ def _exception_line(line: str) -> bool:
     """Is `line` an exception line (`ValueError: ...`, `torch.OutOfMemoryError`, `KeyboardInterrupt`)
     or a log level's record (`ERROR: ...`)? A class is named in CamelCase or by its dotted
     path; a name all in capitals (`NCCL_BLOCKING_WAIT: 0`, the `S` a column cut off
-    `SIGBUS`) is a setting's or a word's rest, not an exception."""
+    `SIGBUS`) is a setting's or a word's rest, and one with an underscore inside
+    (`NLLCriterion_updateOutput_kernel: ...`, the rest of a CUDA kernel's name) a function's,
+    not an exception."""
     if EXCEPTION.match(line) is None:
         return False
     name = line.partition(":")[0].rstrip()
     last = name.rpartition(".")[2]
-    return "." in name or last in LOG_LEVELS or any(c.islower() for c in last)
+    return "." in name or last in LOG_LEVELS or (any(c.islower() for c in last) and "_" not in last.strip("_"))
 
 
 def _label_end(line: str) -> int:
