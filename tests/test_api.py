@@ -185,6 +185,25 @@ def test_a_shells_report_of_a_job_a_signal_ended_is_a_failure_in_any_row_of_its_
         assert d.status == "failed" and d.root_cause.category == category and d.root_cause.rank is None, mark
 
 
+def test_the_rank_a_collector_saw_fail_first_leads_whatever_zone_the_program_logs_in(write):
+    # per-pod logs under a collector's UTC time; the program logs its own local time, seven
+    # hours behind, with no zone, and a traceback's lines carry only the collector's time:
+    # rank 0 failed at 10:00:15 UTC, rank 1 five minutes later
+    def collected(lines, minute):
+        out = []
+        for i, ln in enumerate(lines):
+            t = f"{minute:02d}:{i * 5:02d}"
+            out.append(f"2031-02-03T10:{t}.000000000Z " + ln.replace("{own}", f"2031-02-03 03:{t},000"))
+        return "\n".join(out) + "\n"
+
+    start = ["{own} INFO starting", "{own} INFO step 1 loss 2.3"]
+    first = collected(start + ["Traceback (most recent call last):", '  File "train.py", line 10, in <module>', "    batch = next(it)", "KeyError: 'input_ids'"], 0)
+    later = collected(start + ["{own} ERROR Traceback (most recent call last):", '  File "train.py", line 10, in <module>',
+                               "    batch = next(it)", "ValueError: bad value in sample 7"], 5)
+    d = diagnose([write("rank0.log", first), write("rank1.log", later)])
+    assert d.root_cause.rank == 0 and d.root_cause.message == "KeyError: 'input_ids'"
+
+
 def test_time_limit(write):
     d = diagnose([write("job.log", "[rank0]: iteration 5\nslurmstepd: error: *** JOB 1234 ON node-3 CANCELLED AT 2025-03-02T00:00:12 DUE TO TIME LIMIT ***\n")])
     assert d.root_cause.category == "time_limit"

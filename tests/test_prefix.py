@@ -383,6 +383,36 @@ def test_a_collectors_time_in_front_of_every_line_is_taken_off(stamp):
     assert p.parse(SRC, 1, stamp + "[E1105 10:00:03.123 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed").origin == "launcher"
 
 
+@pytest.mark.parametrize("own, ts", [
+    ("2031-02-03 03:00:05,000 INFO step 3", datetime(2031, 2, 3, 10, 0, 5)),  # seven hours behind
+    ("2031-02-03 15:30:04,900 INFO step 3", datetime(2031, 2, 3, 10, 0, 4, 900000)),  # five and a half ahead
+    ("2031-02-04 00:00:05 step 3", datetime(2031, 2, 3, 10, 0, 5)),  # fourteen ahead, past midnight
+    ("2031-02-03 10:00:04,000 INFO step 3", datetime(2031, 2, 3, 10, 0, 4)),  # one clock: as written
+    ("2031-02-03T03:00:04-07:00 step 3", datetime(2031, 2, 3, 10, 0, 4)),  # its own zone: as written
+    ("E0203 03:00:05.000000 1 x.cc:1] boom", datetime(2031, 2, 3, 10, 0, 5)),  # glog: no year, no zone
+    ("2030-01-01 00:00:00,000 step 3", datetime(2030, 1, 1)),  # further apart than any zone: two clocks, as written
+])
+def test_a_programs_own_time_in_another_zone_is_read_on_the_collectors_clock(own, ts):
+    # a collector writes its time with its zone; the program behind it often writes its local
+    # time with none. Read as written, its lines and the lines that carry only the collector's
+    # time (a traceback's) would be hours apart, and so would two printers of which only one
+    # writes its own time: the program's time is moved by the whole quarter hours between the
+    # two clocks (a zone's offset, up to a day's)
+    p = PrefixParser(2031)
+    assert p.parse(SRC, 1, "2031-02-03T10:00:05.250Z " + own).ts == ts
+
+
+def test_a_programs_zone_is_learnt_once_per_input():
+    # the offset is learnt from the input's first line with both times and moves every own
+    # time of the input alike: a line the collector passed on late (buffered output) keeps the
+    # program's spacing, and another input learns its own
+    p = PrefixParser(2025)
+    assert p.parse(SRC, 1, "2031-02-03T10:00:05Z 2031-02-03 03:00:05,000 step 1").ts == datetime(2031, 2, 3, 10, 0, 5)
+    assert p.parse(SRC, 2, "2031-02-03T10:40:00Z 2031-02-03 03:10:00,000 step 2").ts == datetime(2031, 2, 3, 10, 10)
+    other = SourceInfo(index=1, path="other.log")
+    assert p.parse(other, 1, "2031-02-03T10:00:05Z 2031-02-03 10:00:05,000 step 1").ts == datetime(2031, 2, 3, 10, 0, 5)
+
+
 @pytest.mark.parametrize("raw, text", [
     ("2031-02-03 04:05:06,123 - ERROR - boom", "ERROR - boom"),  # a logging formatter's head, read off as always
     ("[2031-02-03 04:05:06,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed", "torch.distributed.elastic.multiprocessing.api: [ERROR] failed"),

@@ -189,6 +189,23 @@ def _syslog_time(m: re.Match, year: int) -> Optional[datetime]:
         return None
 
 
+ZONE_STEP = timedelta(minutes=15)  # zones are whole quarter hours from UTC
+MAX_ZONE = timedelta(hours=14, minutes=1)  # the furthest a zone is from UTC, and a minute's delay
+ZONE_SLACK = timedelta(minutes=2)  # how far the program's time may be from the collector's, besides the zone
+
+
+def _zone(own: datetime, collected: datetime) -> timedelta:
+    """The zone offset between a program's own time `own` and the collector's time of the same
+    line: where the two are a zone's offset apart (whole quarter hours, up to a day's, give or
+    take the delay of passing the line on), that offset; else none (one clock, or two clocks
+    that say nothing of each other)."""
+    gap = collected - own
+    if abs(gap) > MAX_ZONE:
+        return timedelta(0)
+    zone = round(gap / ZONE_STEP) * ZONE_STEP
+    return zone if abs(gap - zone) <= ZONE_SLACK else timedelta(0)
+
+
 def _is_prefix_head(pre: str) -> bool:
     """Can `pre` stand before a [rankN]:/[defaultN]: chain as part of the line's prefix?"""
     return bool(
@@ -231,6 +248,7 @@ class PrefixParser:
         self._tags: dict[str, str] = {}  # learnt tag shape (numbers masked) -> the gap after it
         self._tag_votes: dict[str, int] = {}
         self._printers: dict[tuple, tuple[RankRef, tuple]] = {}  # see _printer
+        self._zones: dict[int, timedelta] = {}  # input -> its program's zone offset from the collector's clock
 
     def _printer(self, stream: tuple, src: SourceInfo, label: Optional[int], rank: Optional[int], local: Optional[int], hinted: bool) -> tuple[RankRef, tuple]:
         """The RankRef of a stream's printer, and the stream: one pair per stream, shared by
@@ -531,6 +549,18 @@ class PrefixParser:
         if ts is not None:
             ts = self._date(ts, text, inherit.stream if inherit is not None and pos == 0 else
                             (src.index, label, rank, local) if rank is not None or local is not None else (src.index, label, host, tag), glog)
+            if collected is not None and not yearless and ts is not collected:
+                # the program's own time, on the collector's clock: the collector writes its
+                # zone, the program often its local time with none. The offset is learnt from
+                # an input's first line that has both times and moves all of its own times
+                # alike, so that their order and spacing stay the program's
+                zone = self._zones.get(src.index)
+                if zone is None:
+                    zone = _zone(ts, collected)
+                    if not self._peeking and len(self._zones) < self.MAX_PRINTERS:
+                        self._zones[src.index] = zone
+                if zone:
+                    ts += zone
 
         if inherit is not None and pos == 0:
             # a `\r` segment with no prefix of its own belongs to the line it is part of
