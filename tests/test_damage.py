@@ -430,3 +430,16 @@ def test_a_device_side_assert_wrapped_inside_its_kernel_name_and_quoted_conditio
     cut = wrap(lines, width)
     assert cut[1].startswith("NLLCriterion_") and cut[2] == "` failed."
     assert fix(cut) == lines
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_one_line_cut_after_a_path_separator_at_a_terminal_width(width):
+    # the only line longer than the terminal, cut right after a `/` of the path it names:
+    # the rest carries the error (`... error=2 : out of memory`), and is joined back
+    line = "THCudaCheck FAIL file=" + ("/opt/conda/build/pytorch_1513368888240/work/torch/lib/" * 3)[: width - 23] + "/THC/generic/THCStorage.c line=82 error=2 : out of memory"
+    assert line[width - 1] == "/" and line[width].isalnum()
+    lines = ["step 1", line, "Segmentation fault (core dumped)"]
+    assert fix(wrap(lines, width)) == lines
+    # a line that ends on a path's separator, followed by a line of its own, is left alone
+    own = ["saved to " + ("/scratch/run/" * 10)[: width - 10] + "/", "> next record"]
+    assert fix(own) == [own[0], "next record"]

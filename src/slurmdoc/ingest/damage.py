@@ -486,12 +486,14 @@ def _inside_word(line: str, nxt: str) -> bool:
     word character or a space, with the rest starting with no space and not with a mark
     that opens a line of its own? A lower-case letter followed by a capital is where one
     word ends and a sentence or a message begins (`...opened libcupti locally` then
-    `Segmentation fault`), not a word a column cut in two."""
+    `Segmentation fault`), not a word a column cut in two. A path cut after one of its
+    separators (`.../torch/lib/` then `THC/generic/THCStorage.c line=82`) is a word cut too:
+    a program seldom ends a line on a separator inside a path."""
     return (
         bool(nxt)
         and not nxt[0].isspace()
         and nxt[0] not in LINE_MARKS
-        and (line[-1:].isspace() or line[-1:].isalnum() or line[-1:] == "_")
+        and (line[-1:].isspace() or line[-1:].isalnum() or line[-1:] == "_" or (line[-1:] == "/" and nxt[0].isalnum() and "/" in line[-64:-1]))
         and not (line[-1:].islower() and nxt[0].isupper())
     )
 
