@@ -103,12 +103,12 @@ class Liveness:
             if a.advanced:
                 marks = self.progress.setdefault(a.who.key(), {})
                 firsts = self.first_marks.setdefault(a.who.key(), {})
-                for k, (pos, src, line, moved, before) in a.advanced.items():
+                for k, (_, src, line, moved, before) in a.advanced.items():
                     at = (src, k[1] if isinstance(k, tuple) else 0)
                     if not moved:
                         # one mark alone shows where the printer was, not that it went on
-                        # (but see _started): a mark past the count's start (a step done)
-                        if pos[1] >= 1 and (at not in firsts or line < firsts[at][0]):
+                        # (but see _started)
+                        if at not in firsts or line < firsts[at][0]:
                             firsts[at] = (line, before)
                         continue
                     marks[at] = max(marks.get(at, 0), line)
@@ -192,12 +192,10 @@ class Liveness:
     def _started(self, f: Finding, key: tuple, last: int) -> Optional[int]:
         """The line of the printer's first progress mark, when it shows the run starting after
         an error at start-up (a fallback's traceback while loading): the printer had no mark
-        before the error, printed other lines between the error and that mark (its start-up
-        went on), none of them another failure, and the mark is past the count's start (a step
-        done). A mark right below the error is where a dying process stood (a bar it closes at
-        its exit); a mark at step 0 is where a run stood before any step (a summary that a dying
-        run's logger prints at its exit: `global_step 0`); a state (`persists`) or a process's
-        end (a signal) is outlived only by motion."""
+        before the error, and printed other lines between the error and that mark (its start-up
+        went on), none of them another failure. A mark right below the error is where a dying
+        process stood (a bar it closes at its exit); a state (`persists`) or a process's end
+        (a signal) is outlived only by motion."""
         if f.rule.spec.persists or f.rule.category in SIGNAL_CATEGORIES:
             return None
         source = f.event.first.source
