@@ -316,32 +316,3 @@ def test_a_sigterm_after_the_runs_clean_end_is_the_shutdown_of_what_was_left(wri
     assert diagnose([write("j.log", "\n".join(text))]).status == "failed"
     text = prefixed("[rank0]: ", run + ["worker (pid 7) terminated by signal SIGTERM"])
     assert diagnose([write("j.log", "\n".join(text))]).status == "no_failure"
-
-
-def test_a_run_that_starts_after_a_start_up_error_has_gone_on_from_its_first_step(write):
-    # a traceback at start-up that the program handled (a fallback while loading), then its
-    # start-up goes on to the first step, and the log is cut there: the run went on, a first
-    # mark is enough when lines of the printer's own work stand between the error and it
-    err = ["Traceback (most recent call last):", '  File "setup.py", line 7, in load_fast_kernels', "ImportError: cannot import name 'fused_adam' from 'kernels'"]
-    startup = ["INFO: falling back to the reference optimizer", "INFO: loading dataset from /data/train (1200 shards)"]
-    for mark in ("step 1 loss 2.0", "Iteration 0, loss 18.4", "  0%|          | 1/300 [00:03<14:51,  2.99s/it]"):
-        d = diagnose([write("j.log", "\n".join(err + startup + [mark]))])
-        assert d.status == "no_failure" and len(d.handled) == 1 and d.handled[0].resumed_at.endswith(":6"), mark
-        for rank in ("[rank1]: ", "[rank0]: "):
-            d = diagnose([write("j.log", "\n".join(prefixed(rank, err + startup + [mark])))])
-            assert d.status == "no_failure", (rank, mark)
-        # the other side: the mark right below the error (a bar a dying process closes), a
-        # printer that stood at a mark before the error, a start-up line of another rank, a
-        # failure between, a state, or a process's end
-        d = diagnose([write("j.log", "\n".join(err + [mark] + startup))])
-        assert d.status == "failed", mark
-        d = diagnose([write("j.log", "\n".join([mark] + err + startup + [mark]))])
-        assert d.status == "failed", mark
-        d = diagnose([write("j.log", "\n".join(prefixed("[rank1]: ", err) + prefixed("[rank0]: ", startup) + prefixed("[rank1]: ", [mark])))])
-        assert d.status == "failed", mark
-        fatal = ["RuntimeError: CUDA error: an illegal memory access was encountered"]
-        d = diagnose([write("j.log", "\n".join(err + startup + fatal + [mark]))])
-        assert d.status == "failed", mark
-        for end in (["{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2e-05, 'epoch': 0.4}"], ["Segmentation fault (core dumped)"]):
-            d = diagnose([write("j.log", "\n".join(end + startup + [mark]))])
-            assert d.status == "failed", (end, mark)

@@ -171,11 +171,10 @@ class RankActivity:
     last_ts: Optional[datetime]  # the latest timestamp this printer printed
     lines: int = 0
     progress: dict[str, ProgressMark] = field(default_factory=dict)  # marker id -> last mark
-    # marker id -> ((epoch, step), source, lineno, moved, before) of the last mark that went
-    # beyond every earlier mark of that marker: a progress bar redrawn over steps already reached
-    # is not new progress (diagnosis.liveness), nor is the first mark alone (`moved` False: where
-    # the printer stood, not that it moved); `before` is the line the printer printed last
-    # before its first mark (0: none in that input); in an input pasted as several excerpts, keyed by
+    # marker id -> ((epoch, step), source, lineno, moved) of the last mark that went beyond every
+    # earlier mark of that marker: a progress bar redrawn over steps already reached is not
+    # new progress (diagnosis.liveness), nor is the first mark alone (`moved` False: where the
+    # printer stood, not that it moved); in an input pasted as several excerpts, keyed by
     # (marker id, excerpt number) instead: each excerpt's progress is its own
     advanced: dict[str, tuple] = field(default_factory=dict)
     # a printer told apart from the unprefixed stream only by a host or a tag (Ray's

@@ -4,9 +4,7 @@ A traceback logged by a retry or a fallback, a worker crash the trainer recovers
 error line from a side service: when the same printer then goes on making progress (a
 progress mark after it that goes beyond an earlier mark of the printer, ingest.activity: a
 first mark alone shows where it stood, not that it moved, as a bar a dying process closes
-once at its exit; except after an error at start-up, before any mark, when lines of the
-printer's own start-up stand between the error and its first mark: the run began after it),
-or reaches a clean end (a `clean_end` rule's line), the finding is
+once at its exit), or reaches a clean end (a `clean_end` rule's line), the finding is
 listed as handled and is never the root cause. A clean end said for
 the whole job (no rank of its own) covers every printer's earlier findings.
 
@@ -91,9 +89,6 @@ class Liveness:
         # printer -> (source, excerpt) -> line of its last progress mark that went beyond all
         # earlier ones there (a bar redrawn over steps it had already reached is not progress)
         self.progress: dict[tuple, dict[tuple[int, int], int]] = {}
-        # printer -> (source, excerpt) -> (line, the printer's line before it) of its first
-        # mark there, when no mark went beyond it
-        self.first_marks: dict[tuple, dict[tuple[int, int], tuple[int, int]]] = {}
         for a in activity or []:
             if a.who.rank is None and a.who.label is None and a.who.local is None and a.who.source in ranked:
                 continue  # unprefixed lines among ranked ones: any rank's, not one printer's
@@ -102,15 +97,10 @@ class Liveness:
                 # share the unprefixed stream's key, never the unprefixed printer itself
             if a.advanced:
                 marks = self.progress.setdefault(a.who.key(), {})
-                firsts = self.first_marks.setdefault(a.who.key(), {})
-                for k, (_, src, line, moved, before) in a.advanced.items():
-                    at = (src, k[1] if isinstance(k, tuple) else 0)
+                for k, (_, src, line, moved) in a.advanced.items():
                     if not moved:
-                        # one mark alone shows where the printer was, not that it went on
-                        # (but see _started)
-                        if at not in firsts or line < firsts[at][0]:
-                            firsts[at] = (line, before)
-                        continue
+                        continue  # one mark alone shows where the printer was, not that it went on
+                    at = (src, k[1] if isinstance(k, tuple) else 0)
                     marks[at] = max(marks.get(at, 0), line)
         self.job_ends = [f for f in c.clean_ends if f.event.first.origin != "rank"]
         self.rank_ends: dict[tuple, list[Finding]] = {}
@@ -180,36 +170,12 @@ class Liveness:
             last = max(last, f.repeated_at)
         src = self.c.sources[first.source]
         mark = self.progress.get(key, {}).get((first.source, src.excerpt(last)))
-        if mark is None or mark <= last:
-            mark = self._started(f, key, last)
         if mark is not None and mark > last and not (not named(first.who) and self._exit_after(f)):
             return f"{src.path}:{mark}"
         for end in () if f.rule.spec.persists else self.rank_ends.get(key, ()):
             if after(f, end, self.c.sources):
                 return self.c.src(end)
         return None
-
-    def _started(self, f: Finding, key: tuple, last: int) -> Optional[int]:
-        """The line of the printer's first progress mark, when it shows the run starting after
-        an error at start-up (a fallback's traceback while loading): the printer had no mark
-        before the error, and printed other lines between the error and that mark (its start-up
-        went on), none of them another failure. A mark right below the error is where a dying
-        process stood (a bar it closes at its exit); a state (`persists`) or a process's end
-        (a signal) is outlived only by motion."""
-        if f.rule.spec.persists or f.rule.category in SIGNAL_CATEGORIES:
-            return None
-        source = f.event.first.source
-        got = self.first_marks.get(key, {}).get((source, self.c.sources[source].excerpt(last)))
-        if got is None:
-            return None
-        line, before = got
-        if not (line > before > last):
-            return None
-        found = self.failures.get(source, [])
-        j = bisect_right(found, (last, "\uffff"))
-        if j < len(found) and found[j][0] < line:
-            return None
-        return line
 
     def _shutdown(self, f: Finding) -> Optional[Finding]:
         """The clean end that a SIGTERM report `f` follows as the shutdown of what was left

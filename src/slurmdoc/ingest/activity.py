@@ -170,7 +170,6 @@ class ActivityTracker:
             return
         kept = text if len(text) <= MAX_TEXT else text[:MAX_TEXT]
         rec = self._recs.get(ll.stream)
-        before = 0  # the printer's previous non-blank line in this source (0: none)
         if rec is None:
             if len(self._recs) >= MAX_PRINTERS:
                 self.dropped += 1
@@ -178,7 +177,6 @@ class ActivityTracker:
             rec = self._recs[ll.stream] = RankActivity(ll.who, ll.source, ll.lineno, kept, ll.ts, ll.ts)
             rec.tagged = ll.origin == "unknown" and (ll.tag is not None or ll.node is not None)
         else:
-            before = rec.lineno if rec.source == ll.source else 0
             rec.source, rec.lineno, rec.text, rec.line_ts = ll.source, ll.lineno, kept, ll.ts
             if ll.ts is not None:
                 rec.last_ts = ll.ts
@@ -205,10 +203,9 @@ class ActivityTracker:
                 if self.excerpt_marks >= MAX_EXCERPT_MARKS:
                     return  # bounded whatever the input: an excerpt past the budget is not read
                 self.excerpt_marks += 1
-            # a first mark: a state, no motion yet; with the printer's line before it
-            rec.advanced[key] = (at, ll.source, ll.lineno, False, before)
+            rec.advanced[key] = (at, ll.source, ll.lineno, False)  # a first mark: a state, no motion yet
         elif at > best[0]:
-            rec.advanced[key] = (at, ll.source, ll.lineno, True, best[4])
+            rec.advanced[key] = (at, ll.source, ll.lineno, True)
 
     def result(self) -> list[RankActivity]:
         return list(self._recs.values())
