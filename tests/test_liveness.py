@@ -288,6 +288,19 @@ def test_one_progress_mark_after_an_error_shows_no_motion(write):
     assert d.status == "failed"
 
 
+def test_a_loggers_summary_at_exit_after_an_uncaught_error_is_not_the_run_going_on(write):
+    # a run that printed no step lines of its own (its progress went to an experiment tracker)
+    # dies at an uncaught error; the tracker then prints its run summary as the process exits,
+    # with lines of its own first and the last step it saw: one mark, where the run stood when
+    # it died, not the run going on after the error
+    err = ["Traceback (most recent call last):", '  File "train.py", line 70, in main', "RuntimeError: device lost while running the step"]
+    for tracker in ("tracker: ", "[tracker] ", ""):
+        summary = [tracker + w for w in ("syncing run files (exit code 1)", "", "run summary:", "           loss 0.4123", "    global_step 500")]
+        text = [tracker + "run data saved under ./runs/abc", "loading dataset from /data/train"] + err + summary
+        d = diagnose([write("j.log", "\n".join(text))])
+        assert d.status == "failed" and "device lost" in d.root_cause.message, tracker
+
+
 def test_a_sigterm_after_the_runs_clean_end_is_the_shutdown_of_what_was_left(write):
     # a script stops its helpers (a tensorboard, a logger, a GPU monitor) once training is
     # done, and their reporter says they ended by SIGTERM: the run ended cleanly before that
