@@ -204,6 +204,20 @@ def test_the_rank_a_collector_saw_fail_first_leads_whatever_zone_the_program_log
     assert d.root_cause.rank == 0 and d.root_cause.message == "KeyError: 'input_ids'"
 
 
+def test_a_programs_numbered_list_is_not_a_launchers_rank_tags(write):
+    # one program that numbers its stages (`[1] Preparing data`) is not MPICH's `[N] ` rank tags:
+    # its fallback's traceback and the progress after it are one printer's, so the run went on
+    log = "\n".join([
+        "[1] Preparing data", "[2] Building model",
+        "Traceback (most recent call last):", '  File "/opt/app/ops.py", line 12, in <module>', "    import flash_attn",
+        "ModuleNotFoundError: No module named 'flash_attn'", "falling back to the eager attention", "[3] Training",
+        *(f"Epoch {e}: {p}%|#   | {p}/100 [00:0{p // 20}<00:05, 9.9it/s, loss=1.{9 - p // 20}]" for e in (1, 2) for p in (10, 50, 100)),
+        "[4] Saving model", "Done.",
+    ]) + "\n"
+    d = diagnose([write("run.log", log)])
+    assert d.status == "no_failure" and d.ranks_seen == 0
+
+
 def test_time_limit(write):
     d = diagnose([write("job.log", "[rank0]: iteration 5\nslurmstepd: error: *** JOB 1234 ON node-3 CANCELLED AT 2025-03-02T00:00:12 DUE TO TIME LIMIT ***\n")])
     assert d.root_cause.category == "time_limit"

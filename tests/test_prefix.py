@@ -444,6 +444,20 @@ def test_a_launchers_output_tag_names_the_printer(raw, rank, tag, text):
         assert other.stream == ll.stream
 
 
+def test_a_bracketed_number_is_mpichs_rank_tag_once_it_recurs_or_heads_a_traceback():
+    # MPICH's `[N] ` stands before every line of rank N, so a rank's tag recurs, and it stands
+    # before a traceback's lines; a program's numbered list names each number once. A number
+    # seen once before a program's words is the program's; seen again, or before a traceback's
+    # header, frame or exception line, it is a rank's tag, and then every `[N] ` of that input is
+    p = PrefixParser(2025)
+    assert [p.parse(SRC, i, raw).who.rank for i, raw in enumerate(["[1] Preparing data", "[2] Building model", "[3] Training"], 1)] == [None, None, None]
+    q = PrefixParser(2025)
+    assert [q.parse(SRC, i, raw).who.rank for i, raw in enumerate(["[0] start", "[1] start", "[0] step 1", "[1] step 1", "[5] x"], 1)] == [None, None, 0, 1, 5]
+    r = PrefixParser(2025)
+    assert r.parse(SRC, 1, "[3] Traceback (most recent call last):").who.rank == 3
+    assert r.parse(SRC, 2, "[2] done").who.rank == 2
+
+
 @pytest.mark.parametrize("raw", ["[1] 51877", "[1]  + 51877 killed     python fit.py --epochs 4", "[2]  - 9120 done       python eval.py",
                                  # bash's table for a job that is neither the current (`+`) nor the
                                  # previous (`-`) one: a blank where the mark would be

@@ -248,6 +248,7 @@ class PrefixParser:
         self._tags: dict[str, str] = {}  # learnt tag shape (numbers masked) -> the gap after it
         self._tag_votes: dict[str, int] = {}
         self._printers: dict[tuple, tuple[RankRef, tuple]] = {}  # see _printer
+        self._hydra: dict[int, object] = {}  # input -> True (MPICH's `[N] ` tags confirmed), or the numbers seen once
         self._zones: dict[int, timedelta] = {}  # input -> its program's zone offset from the collector's clock
 
     def _printer(self, stream: tuple, src: SourceInfo, label: Optional[int], rank: Optional[int], local: Optional[int], hinted: bool) -> tuple[RankRef, tuple]:
@@ -259,6 +260,28 @@ class PrefixParser:
                 self._printers.clear()
             got = self._printers[stream] = (RankRef(src.index, label, rank, local, src.node_index_hint, hinted), stream)
         return got
+
+    def _hydra_tag(self, source: int, n: str, raw: str, end: int) -> bool:
+        """Is `[n] ` at the head of `raw` MPICH's rank tag? It stands before every line of its
+        rank, so it recurs, and before a traceback's lines; a program's numbered list (`[1]
+        Preparing data`) names each number once. A number seen before in the input, or one
+        before a traceback's header, frame or exception line, is a rank's tag, and from then on
+        every `[N] ` of the input is; a number seen once before a program's words is not."""
+        seen = self._hydra.get(source)
+        if seen is True:
+            return True
+        if (seen is not None and n in seen) or TAG_REST.match(raw, end) is not None:
+            if not self._peeking:
+                self._hydra[source] = True
+            return True
+        if not self._peeking:
+            if seen is None:
+                if len(self._hydra) >= self.MAX_PRINTERS:
+                    self._hydra.clear()
+                seen = self._hydra[source] = set()
+            if len(seen) < 1024:
+                seen.add(n)
+        return False
 
     def _learnt_tag(self, raw: str) -> Optional[tuple[str, int]]:
         """(tag, where the program's line starts) when `raw` starts with a tag whose shape is
@@ -479,7 +502,8 @@ class PrefixParser:
             c = raw[pos : pos + 1]
             if c == "[" and raw.find("]<std", pos, pos + 96) >= 0 and (m := MPI_TAG.match(raw, pos)) is not None:
                 rank, pos = int(m.group(1)), m.end()
-            elif c == "[" and raw[pos + 1 : pos + 2].isdigit() and (m := HYDRA_TAG.match(raw, pos)) is not None and SHELL_JOB.match(raw, pos) is None:
+            elif (c == "[" and raw[pos + 1 : pos + 2].isdigit() and (m := HYDRA_TAG.match(raw, pos)) is not None and SHELL_JOB.match(raw, pos) is None
+                  and self._hydra_tag(src.index, m.group(1), raw, m.end())):
                 rank, pos = int(m.group(1)), m.end()
             elif c == "[" and raw.startswith("pod/", pos + 1) and (m := KUBE_TAG.match(raw, pos)) is not None:
                 tag, pos = m.group(1), m.end()
