@@ -486,3 +486,22 @@ def test_a_fence_far_from_any_hit_still_parts_a_pasted_log(tmp_path, fence):
     budget = Budget(head=0, min_head=0, tail=4 << 10, min_tail=4 << 10)
     fast, exact = _json([str(log)], budget=budget), _json([str(log)], budget=None)
     assert _key(fast) == _key(exact) and fast["status"] == "failed"
+
+
+def test_a_launchers_summary_apart_from_its_traceback_is_read_as_the_exact_reader_reads_it(tmp_path):
+    # torchrun's summary whose head ('Failures:') is set apart from its ChildFailedError by
+    # another printer's line (a blank one a paste left, unlabelled): the summary starts at its
+    # head in both readers, though the head holds none of the rules' keywords
+    agent = ["E1122 00:09:47.464000 6177 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1 (pid: 6186) of binary: /usr/bin/python3",
+             "Traceback (most recent call last):", '  File "/usr/bin/torchrun", line 8, in <module>', "    sys.exit(main())",
+             "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", None, "=" * 60, "/work/fit.py FAILED", "-" * 60, "Failures:", "[1]:",
+             "  time      : 2026-11-22_00:09:47", "  host      : node-1", "  rank      : 2 (local_rank: 0)", "  exitcode  : -15 (pid: 6184)",
+             "  error_file: <N/A>", "  traceback : Signal 15 (SIGTERM) received by PID 6184", "-" * 60, "Root Cause (first observed failure):", "[0]:",
+             "  time      : 2026-11-22_00:09:47", "  host      : node-1", "  rank      : 3 (local_rank: 1)", "  exitcode  : 1 (pid: 6186)",
+             "  error_file: <N/A>", "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html", "=" * 60]
+    lines = ["1: [rank3]: Traceback (most recent call last):", '1: [rank3]:   File "/work/fit.py", line 40, in <module>', "1: [rank3]:     step(batch)",
+             "1: [rank3]: ValueError: bad batch at step 2"] + [" " if ln is None else "1: " + ln for ln in agent]
+    p = tmp_path / "job.log"
+    p.write_text("\n".join(lines) + "\n")
+    assert _key(_json([str(p)], budget=NOTHING)) == _key(_json([str(p)], budget=None))
+    assert _key(_json([str(p)])) == _key(_json([str(p)], budget=None))

@@ -252,6 +252,16 @@ class Assembler:
         if "Traceback" in t and TB_HEADER.match(t):
             self._start(st, line, "whole", "frames")
             return
+        if t[-1:] == ":" and SUMMARY_HEAD.match(t):
+            # a launcher summary whose banner and ChildFailedError were cut off (or stand
+            # apart from it, another printer's line between them): its entries are read as in
+            # a whole one, up to the first line that is none of its own (an entry, a field, a
+            # field's indented traceback, a banner). Whatever the prefilter found on the line:
+            # `Failures:` holds no rule's keyword, and the exact reader starts here too
+            self._start(st, line, "alone", "tail")
+            st.banners = 1
+            st.open_summary = True
+            return
         if t and not self.quiet:
             if ("File" in t or t[0] == "│") and FRAME.match(t):
                 # a paste that starts mid-traceback; or a stack that the previous line
@@ -277,14 +287,6 @@ class Assembler:
                     ev.exception_idx.append(0)
                     out.append(ev)
                     return
-            if t[-1:] == ":" and SUMMARY_HEAD.match(t):
-                # a launcher summary whose banner and ChildFailedError were cut off: its
-                # entries are read as in a whole one, up to the first line that is none of
-                # its own (an entry, a field, a field's indented traceback, a banner)
-                self._start(st, line, "alone", "tail")
-                st.banners = 1
-                st.open_summary = True
-                return
             if self.interesting(t):
                 out.append(Event("line", line, [t], [line.lineno], ts=self._when(st, line), seq=self.seq))
 
