@@ -481,7 +481,7 @@ class PrefixParser:
                         ts = parse_ts(pre, self.year)
                     elif pre.endswith(">:") and MPI_TAG.fullmatch(pre):
                         pass  # an MPI launcher's tag: the chain after it names the same rank
-                    elif pre[:1] == "(" and ((mp := RAY.fullmatch(pre)) is not None or (mp := SKY.fullmatch(pre)) is not None):
+                    elif pre[:1] == "(" and (RAY.fullmatch(pre) is not None or SKY.fullmatch(pre) is not None):
                         tag = pre  # a Ray worker's or a SkyPilot node's: the chain names the rank
                     else:
                         mh = ACCEL.fullmatch(pre.rstrip()) or ACCEL.fullmatch(pre.rstrip() + " ")
