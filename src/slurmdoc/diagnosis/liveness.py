@@ -45,7 +45,7 @@ or Slurm's report of a failure is never outlived by a rank's progress.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 from slurmdoc.diagnosis.findings import Collector, Finding, named, nonzero
 from slurmdoc.diagnosis.ladder import SIGNAL_CATEGORIES
@@ -63,6 +63,16 @@ def stop_request(f: Finding) -> bool:
     if "exitcode" in f.captures:
         return exit_signal(f.captures["exitcode"]) == SIGTERM
     return f.rule.signums == frozenset({SIGTERM})
+
+
+def _by_source(items: Iterable[tuple[Finding, Any]]) -> dict[int, list]:
+    """The values of (finding, value) pairs by the source of each finding, each list sorted."""
+    out: dict[int, list] = {}
+    for f, value in items:
+        out.setdefault(f.event.first.source, []).append(value)
+    for values in out.values():
+        values.sort()
+    return out
 
 
 def after(f: Finding, end: Finding, sources: list[SourceInfo]) -> bool:
@@ -109,28 +119,19 @@ class Liveness:
                 self.rank_ends.setdefault(f.event.first.who.key(), []).append(f)
         # source -> the lines where a program reports a process that failed (a non-zero exit
         # status): a launcher, Slurm, a remote-exec wrapper, an IDE, a subprocess call
-        self.failed_exit: dict[int, list[int]] = {}
-        for e in c.exits:
-            if nonzero(e):
-                self.failed_exit.setdefault(e.event.first.source, []).append(e.event.first.lineno)
-        for lines in self.failed_exit.values():
-            lines.sort()
+        self.failed_exit = _by_source((e, e.event.first.lineno) for e in c.exits if nonzero(e))
         # source -> (line, rule id) of the failures reported in it (causes, and each symptom's
         # first), in line order: a report of a failed process is the end of the failure
         # nearest before it, not of an earlier one
-        self.failures: dict[int, list[tuple[int, str]]] = {}
-        for f in list(c.causes) + [g.first for g in c.symptoms.values() if not g.first.rule.spec.exit_evidence]:
-            self.failures.setdefault(f.event.first.source, []).append((f.event.first.lineno, f.rule.id))
-        for found in self.failures.values():
-            found.sort()
+        self.failures = _by_source(
+            (f, (f.event.first.lineno, f.rule.id))
+            for f in list(c.causes) + [g.first for g in c.symptoms.values() if not g.first.rule.spec.exit_evidence])
         # source -> the lines of every failure-like finding but a SIGTERM report, in order: a
         # SIGTERM after one of them (between a clean end and it) is that failure's echo
-        self.not_stops: dict[int, list[int]] = {}
-        for f in list(c.causes) + [g.first for g in c.symptoms.values()] + list(c.exits) + list(c.error_lines):
-            if not stop_request(f) and f.rule.role != "context":
-                self.not_stops.setdefault(f.event.first.source, []).append(f.event.first.lineno)
-        for lines in self.not_stops.values():
-            lines.sort()
+        self.not_stops = _by_source(
+            (f, f.event.first.lineno)
+            for f in list(c.causes) + [g.first for g in c.symptoms.values()] + list(c.exits) + list(c.error_lines)
+            if not stop_request(f) and f.rule.role != "context")
         self._memo: dict[int, Optional[str]] = {}
 
     def resumed(self, f: Finding) -> Optional[str]:

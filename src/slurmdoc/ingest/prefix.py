@@ -151,7 +151,6 @@ def classify_origin(text: str, logged: bool = False) -> Optional[str]:
     return None
 
 
-_COLLECTOR_START = frozenset("[0123456789")
 
 
 def _collector_end(raw: str, year: int) -> int:
@@ -180,6 +179,15 @@ SYSLOG_HEAD = re.compile(r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ 
                          r"(?:([\w.\-]{1,64}) ([\w.\-/@]{1,64}\[\d{1,10}\]): )?")
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 _MONTH_FIRST = frozenset("JFMASOND")
+
+
+def _collected(raw: str, year: int) -> tuple[int, Optional[re.Match]]:
+    """Where a collector's time in front of the line ends (0: none), dated (`_collector_end`) or
+    year-less; for a year-less one, its SYSLOG_HEAD match (time, and journald's process)."""
+    end = _collector_end(raw, year)
+    if not end and raw[3:4] == " " and raw[:1] in _MONTH_FIRST and (m := SYSLOG_HEAD.match(raw)) is not None:
+        return m.end(), m
+    return end, None
 
 
 def _syslog_time(m: re.Match, year: int) -> Optional[datetime]:
@@ -403,9 +411,7 @@ class PrefixParser:
     def _record_glue_point(self, raw: str) -> Optional[int]:
         # a collector's time in front (with a year or without: parse reads both), then the
         # line's own prefixes, as parse reads them: what stands there is no record glued on
-        pos = _collector_end(raw, self.year)
-        if not pos and raw[3:4] == " " and raw[:1] in _MONTH_FIRST and (m := SYSLOG_HEAD.match(raw)) is not None:
-            pos = m.end()
+        pos = _collected(raw, self.year)[0]
         m = SRUN_LABEL.match(raw, pos)
         pos = m.end() if m else pos
         if "[rank" in raw or "[default" in raw:
@@ -460,12 +466,13 @@ class PrefixParser:
         # a log collector's time in front of the whole line (the program's prefixes after it)
         collected: Optional[datetime] = None
         yearless = False
-        if raw[:1] in _COLLECTOR_START and (pos := _collector_end(raw, self.year)):
-            collected = _stamp(raw, self.year)[0]
-        elif raw[3:4] == " " and raw[:1] in _MONTH_FIRST and (m := SYSLOG_HEAD.match(raw)) is not None:
-            collected, yearless, pos = _syslog_time(m, self.year), True, m.end()
+        pos, m = _collected(raw, self.year)
+        if m is not None:
+            collected, yearless = _syslog_time(m, self.year), True
             if m.group(7) is not None:
                 host, tag = m.group(7), m.group(8)
+        elif pos:
+            collected = _stamp(raw, self.year)[0]
         if raw[pos : pos + 1] in _LABEL_START and (m := SRUN_LABEL.match(raw, pos)) is not None:
             label = int(m.group(1))
             pos = m.end()
