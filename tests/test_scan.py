@@ -505,3 +505,52 @@ def test_a_launchers_summary_apart_from_its_traceback_is_read_as_the_exact_reade
     p.write_text("\n".join(lines) + "\n")
     assert _key(_json([str(p)], budget=NOTHING)) == _key(_json([str(p)], budget=None))
     assert _key(_json([str(p)])) == _key(_json([str(p)], budget=None))
+
+
+# A keyword line every so often, not on a quarter of the lines (no block is dense): each would
+# open a window of lines before and after it, parsed for nothing when no rule can match it
+_PLAIN = "[rank{r}]: step {i} | loss {l}.{r} | lr 1e-4 | 812 samples/s"
+
+
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
+@pytest.mark.parametrize(
+    ("noise", "events"),
+    [
+        (_RETRY, {}),
+        (_METRIC, {}),
+        # what a rule does match among the recurring lines still opens its window
+        (_RETRY, {1200: "[rank1]: torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 2/4 clients joined."}),
+        (_RETRY, {900: "[rank2]: [E ProcessGroupNCCL.cpp:455] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600123 milliseconds before timing out.",
+         2500: "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/srv/train.py\", line 9, in <module>\n"
+               "[rank0]:     dist.barrier()\n[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer; the operation timed out"}),
+        (_METRIC, {900: "[rank2]:   File \"/srv/data.py\", line 40, in __next__\n[rank2]:     batch = next(it)\n[rank2]: ValueError: shard 17 is empty"}),
+        (_METRIC, {2700: "[rank3]: ValueError: 42 is not a valid shard id"}),
+        (_COLOURED, {1500: "\x1b[33m[rank1]\x1b[0m Watchdog caught collective operation \x1b[1mtimeout\x1b[0m: WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+         2999: "\x1b[31m[rank3] RuntimeError\x1b[0m: CUDA error: an illegal memory access was encountered"}),
+    ],
+)
+def test_a_recurring_line_no_rule_matches_opens_no_window(noise, events, tmp_path):
+    """A keyword line now and then (a retry warning saying `timed out`, a metric named
+    `Error`) that no rule can match, as the quiet search judges one line, costs the search of
+    that line, not a window of parsing around it; the findings are the exact reader's, and what
+    a rule matches among those lines still opens its window."""
+    lines = []
+    every = 30
+    for i in range(3000):
+        for r in range(4):
+            lines.append((noise if i % every == 0 else _PLAIN).format(s=i % 60, r=r, i=i, l=1 + i % 7))
+        if i in events:
+            lines.extend(events[i].split("\n"))
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n")
+    exact = _json([str(log)], budget=None)
+    stats: dict = {}
+    budget = Budget(head=0, min_head=0, tail=4 << 10, min_tail=4 << 10)
+    fast = _json([str(log)], budget=budget, stats=stats)
+    assert _key(fast) == _key(exact) and fast["handled"] == exact["handled"]
+    assert not any("only the lines a rule may match" in w for w in fast["warnings"])  # no block was dense
+    recurring = 4 * (3000 // every)
+    windows = sum(len(e.split("\n")) for e in events.values()) * (budget.before + budget.after + 1)
+    # each recurring line parsed alone, the tail, the events' windows; a window around each
+    # recurring line would be several times that
+    assert stats["parsed"] < recurring + 200 + windows < recurring * (budget.before + budget.after) // 4

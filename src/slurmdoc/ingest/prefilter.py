@@ -130,6 +130,7 @@ class Prefilter:
         self._kept: list[tuple[bytes, bool]] = []
         self._queues: list = []  # the helper threads of a parallel scan (one per core but one)
         self._helper_pid = -1  # the process they were started in
+        self._local = threading.local()  # may_match's scratch space, one per asking thread
         # a part boundary is a newline: no literal may span one
         self._parts = max(1, min(cores(), 4)) if not any(b"\n" in w for w, _ in words) else 1
         self._re: Optional[re.Pattern[bytes]] = None
@@ -230,6 +231,25 @@ class Prefilter:
         rest = covering([w for w in words if w not in held])
         exprs = sorted({e for es in guards.values() for e in es}) + _split_marked(words, self._marks, held - self._marks)
         return held, rest, exprs
+
+    def may_match(self, buf: bytearray, start: int, end: int) -> bool:
+        """Whether a rule may match the line buf[start:end], as the quiet search judges a line:
+        an unguarded literal or a guarded literal's line superset is on it; a coloured line is
+        judged with its escape sequences taken off, as the reader takes them off before any rule
+        sees it. True when there is no quiet search (can_quiet not asked, or none). Safe beside a
+        search running on another thread: each thread asks with its own scratch space."""
+        db = self._quiet_db
+        if db is None:
+            return True
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None or self._local.db is not db:
+            scratch = self._local.scratch = _hs.Scratch(db)
+            self._local.db = db
+        if buf.find(b"\x1b", start, end) >= 0:
+            text = strip_escapes(bytes(memoryview(buf)[start:end]))
+            return bool(self._scan(memoryview(text), 0, len(text), scratch, db, self._quiet_long))
+        with memoryview(buf) as view:
+            return bool(self._scan(view, start, end, scratch, db, self._quiet_long))
 
     def find(self, buf: bytearray, end: int, quiet: bool = False) -> list[int]:
         """Sorted offsets (somewhere inside each match) of every literal in buf[:end]; quiet:

@@ -415,6 +415,28 @@ class Scan:
                                 t, _ = _back(data, pos, end, b.before)
                                 stash = (lineno, bytes(data[t:end]))
                             break
+                        if self.may_quiet:
+                            # a hit on a line no rule can match, as the quiet search judges one
+                            # line, opens no window: a recurring warning that shares a keyword
+                            # with a rule costs its own line (its time keeps its rank's clock
+                            # as the exact reader's), not a window of parsing around it
+                            ls = data.rfind(b"\n", pos, hit) + 1 or pos
+                            le = data.find(b"\n", hit, end)
+                            le = end if le < 0 else le
+                            if not self.prefilter.may_match(data, ls, le):
+                                while hi < len(hits) and hits[hi] < le:
+                                    hi += 1
+                                if ls > pos:
+                                    lineno += count_lf(data, pos, ls)
+                                    self.skipped()
+                                lineno += 1
+                                if le - ls > MAX_LINE:
+                                    self._long(lineno, le - ls - MAX_LINE)
+                                text = self._text(data, ls, min(le, ls + MAX_LINE))
+                                pos = le + 1
+                                self.parsed += 1
+                                yield lineno, text, False
+                                continue
                         # a window: a few lines before the hit's line, then on from there
                         s, backed = _back(data, pos, data.rfind(b"\n", pos, hit) + 1 or pos, b.before)
                         if s > pos:
