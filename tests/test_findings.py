@@ -163,3 +163,21 @@ def test_an_uncaught_cpp_exception_merged_into_the_report_before_it_still_explai
     path = write("m.log", text)
     d = diagnose([path])
     assert d.root_cause.category == "nccl_timeout" and d.root_cause.source == f"{path}:2"
+
+
+def test_a_weaker_echo_among_a_reports_lines_does_not_split_the_report(write):
+    """A report of one rule over several lines (a generic aftermath, then the line naming the
+    collective) may hold, between its lines, another rule's weaker symptom of the same end (the
+    C++ runtime's head for the exception the watchdog throws). That echo is a finding of its
+    own, but the report stays one: cited at the line its rule knows best. A finding of a
+    stronger rule between two lines does split them."""
+    generic = "[E ProcessGroupNCCL.cpp:456] Some NCCL operations have failed or timed out. Data may be corrupt."
+    head = "terminate called after throwing an instance of 'c10::DistBackendError'"
+    specific = "  what():  [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600100 milliseconds before timing out."
+    d = diagnose([write("a.log", "\n".join(["step 12", generic, head, specific]))])
+    assert d.root_cause.rule_id == "nccl-watchdog-timeout" and d.root_cause.source.endswith("a.log:4")
+    assert any(s.rule_id == "uncaught-cpp-exception" for s in d.symptoms)
+    # a stronger finding between them (a CUDA error, a cause) is no echo: it leads
+    cuda = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    d = diagnose([write("b.log", "\n".join(["step 12", generic, cuda, specific]))])
+    assert d.root_cause.category == "cuda_error"

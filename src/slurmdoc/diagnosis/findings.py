@@ -121,6 +121,15 @@ TAG_PID = re.compile(r"\bpid=(\d+)")
 WHAT = re.compile(r"(?:^|\s)what\(\):\s")
 
 
+def inside(rule, prev: Finding) -> bool:
+    """Is a finding of `rule` a weaker echo inside the report `prev` began, one that does not
+    end it? A symptom of lower priority than the report's rule, printed among its lines (the
+    C++ runtime's `terminate called after throwing ...` between the NCCL watchdog's `Some NCCL
+    operations have failed` and the `what():` line naming the collective): the report's next
+    line still merges into it."""
+    return rule is not prev.rule and rule.role == "symptom" and rule.spec.priority < prev.rule.spec.priority
+
+
 def named(r: RankRef) -> bool:
     """Does the reference name a rank (global, local or an srun label)?"""
     return r.rank is not None or r.local is not None or r.label is not None
@@ -239,7 +248,8 @@ class Collector:
             # bounded memory whatever the number of printers: a report is merged with the
             # previous line of its stream; past this many streams, start over
             self._last.clear()
-        self._last[stream] = f
+        if prev is None or not inside(rule, prev):
+            self._last[stream] = f
         self._note_seq(f.refs, match.captures)
         self._note_hosts(event, match, f.refs)
         for r in f.refs:
