@@ -155,3 +155,21 @@ def test_a_plain_non_zero_exit_is_explained_by_the_named_error_its_process_print
                        ([exit_line, try_line], "unknown")):
         d = diagnose([write("b.log", "\n".join(["step 0 starting", *lines]))])
         assert d.root_cause.category == cat, lines
+
+
+def test_a_traceback_cut_before_its_exception_is_explained_by_the_named_error_printed_last(write):
+    # a paste that stops inside a traceback says where the process failed, not what it raised;
+    # the error a rule names on the bottom rung that the same process printed just before (values
+    # printed as NaN, a loss of nan) is what the lost line would have said. The generic lexicon's
+    # error line, one printed by another rank, or one after the traceback explains nothing
+    cut = ["Traceback (most recent call last):", '  File "/srv/fit.py", line 80, in <module>', "    main()", '  File "/srv/fit.py", line 61, in main']
+    values = "weights of head.proj: tensor([[nan, nan, nan, nan, nan],"
+    d = diagnose([write("a.log", "\n".join(["epoch 3 done", values, *cut]))])
+    assert d.root_cause.category == "numerical" and d.root_cause.source.endswith("a.log:2")
+    d = diagnose([write("b.log", "\n".join(["epoch 3 done", "step 4 | loss: nan | lr 3e-4", *cut]))])
+    assert d.root_cause.category == "numerical" and d.root_cause.source.endswith("b.log:2")
+    for name, lines in (("c.log", ["ERROR: the cache could not be refreshed", *cut]),
+                        ("d.log", [f"[rank1]: {values}", *(f"[rank0]: {l}" for l in cut)]),
+                        ("e.log", [*cut, values])):
+        d = diagnose([write(name, "\n".join(["epoch 3 done", *lines]))])
+        assert d.root_cause.category == "python_exception", name

@@ -62,8 +62,9 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
         return Choice(root, promoted=root.rule.role != "cause", handled=handled)
     if symptoms or exits:
         root, stragglers = _promote(symptoms, exits, lay, all_ranks, c.skew)
+        lines = [f for f in c.error_lines if alive(f)]
         root = (explained_abort(root, [f for f in c.last_words if alive(f)], lay)
-                or explained_exit(root, [f for f in c.error_lines if alive(f)], lay) or root)
+                or explained_exit(root, lines, lay) or explained_cut(root, lines, lay) or root)
         return Choice(root, True, stragglers, handled=handled)
     lines = [f for f in c.error_lines if alive(f)]
     if lines:
@@ -186,6 +187,19 @@ def explained_exit(root: Finding, lines: list[Finding], lay: Layout) -> Optional
     process printed last. An error line the generic lexicon alone knows (`unknown`) explains
     nothing more than the exit does."""
     if root.rule.category != "unknown" or not nonzero(root) or aborted(root):
+        return None
+    return _said_last(root, lines, ("unknown",), lay)
+
+
+def explained_cut(root: Finding, lines: list[Finding], lay: Layout) -> Optional[Finding]:
+    """A traceback cut before its exception line (a paste or a tail that stops inside it) says
+    where a process failed, not what it raised. When that process's last output before it was
+    an error a rule names on the bottom rung (values or a loss printed as NaN, a retried try
+    that never succeeded), that error is what the lost exception line would have said: it
+    stands for the traceback. Same file, same rank or a rank unknown on either side, as for a
+    plain exit; an error line the generic lexicon alone knows (`unknown`) says no more than
+    the frames do."""
+    if root.rule.category not in ("python_exception", "unknown") or root.event.kind != "traceback" or root.event.form != "cut":
         return None
     return _said_last(root, lines, ("unknown",), lay)
 
