@@ -96,6 +96,24 @@ def test_a_server_that_gives_up_after_its_tries_is_cited_at_its_error_line(write
         assert f"Port {port} is already in use" in d.root_cause.remediation
 
 
+def test_nccls_network_warn_is_cited_before_the_proxys_report_of_it(write):
+    # NCCL's proxy thread reports that an operation it ran for another thread failed (a bare
+    # return code), sometimes before that thread's own WARN from the network layer names what
+    # failed (the peer closed the socket, a recv broke); the network layer's line is cited
+    host = "gpu7:811:"
+    proxy = [f"{host}902 [3] proxy.cc:1200 NCCL WARN [Proxy Service 3] Failed to execute operation Connect from rank 3, retcode 6",
+             f"{host}901 [3] proxy.cc:890 NCCL WARN Proxy Call to rank 3 failed (Connect)"]
+    for net in ("misc/socket.cc:540 NCCL WARN Net : Connection closed by remote peer peer-host<40110>",
+                "misc/socket.cc:520 NCCL WARN Net : Call to recv from 10.1.2.3<50001> failed : Broken pipe",
+                "transport/net_ib.cc:1400 NCCL WARN NET/IB : Got completion from peer 10.1.2.3<50001> with status=12 opcode=0 len=0 vendor err 129 (Recv)"):
+        text = "\n".join(["python train.py --nodes 2", proxy[0], "", f"{host}901 [3] {net}",
+                          f"{host}901 [3] NCCL INFO misc/socket.cc:560 -> 6", proxy[1],
+                          f"{host}901 [3] NCCL INFO transport.cc:124 -> 6", f"{host}811 [3] NCCL INFO group.cc:421 -> 3"])
+        d = diagnose([write("n.log", text)])
+        assert d.root_cause.category == "nccl_error" and d.root_cause.rule_id == "nccl-warn"
+        assert d.root_cause.source.endswith("n.log:4"), (d.root_cause.source, net)
+
+
 def test_two_reporters_of_one_signal_merge_at_the_first_report(write):
     # a shell's report of a job a signal ended, then a runner's exit status naming the same
     # signal: two reporters' words for one end, found by different rules and both the
