@@ -614,3 +614,25 @@ def test_a_traceback_indented_as_a_whole_keeps_its_exception_line(shift, header,
     assert evs[0].lines[evs[0].exception_idx[-1]] == "ValueError: bad"
     # its frames stay frames: no line deeper than the first frame is an exception line
     assert all(evs[0].lines[i] in ("ValueError: bad", "KeyError: 'shard'") for i in evs[0].exception_idx)
+
+
+def test_an_error_record_naming_its_class_in_a_field_of_its_own_is_that_exception():
+    # an error copied as a JSON object: its class in one field ("name", nbformat's "ename"),
+    # its message in the next ("message", "evalue"), pretty-printed (any indentation, the
+    # string left open where the paste is cut) or on one line; read as `Class: message`
+    forms = [
+        '{\n\t"name": "FileNotFoundError",\n\t"message": "[Errno 2] No such file or directory: \'shards/00017.bin\'",\n\t"stack": "---"\n}',
+        '  {\n    "ename": "FileNotFoundError",\n    "evalue": "[Errno 2] No such file or directory: \'shards/00017.bin\'\nthe rest',
+        '{"name": "FileNotFoundError", "message": "[Errno 2] No such file or directory: \'shards/00017.bin\'", "stack": "..."}',
+    ]
+    for text in forms:
+        found = [ev for ev in events("epoch 3 step 120\n" + text) if ev.kind == "traceback"]
+        assert [ev.lines for ev in found] == [["FileNotFoundError: [Errno 2] No such file or directory: 'shards/00017.bin'"]], text
+
+
+def test_a_record_whose_name_is_no_exception_class_is_not_one():
+    # a JSON config's name field above a message that is no exception; a record whose message
+    # already names its class keeps it as it is
+    assert not [ev for ev in events('{\n  "name": "ResNet50",\n  "message": "loaded 25M parameters"\n}') if ev.kind == "traceback"]
+    (ev,) = [ev for ev in events('{\n  "name": "ChildFailedError",\n  "message": "ValueError: bad batch"\n}') if ev.kind == "traceback"]
+    assert ev.lines == ["ValueError: bad batch"]

@@ -72,6 +72,11 @@ STARTS = (TB_HEADER, FRAME, EXC_ALONE, SUMMARY_HEAD)
 ENTRY_FIELD = re.compile(r"\s*(time|host|rank|exitcode|error_file|traceback|msg)\s*:\s?(.*)$")
 # the worker's error record (JSON) under an empty `msg:` field: its "message" is the exception line
 RECORD_MESSAGE = re.compile(r'\s*"message"\s*:\s*"((?:[^"\\]|\\.)*)"?')
+# an error record's class, on the line above its message (`"name": "KeyError",` then `"message":
+# "..."`: an error object as JSON, what a notebook's error output is copied as; nbformat's
+# `"ename"` / `"evalue"`), or on the same line (a record printed compact)
+RECORD_NAME = re.compile(r'\s*[{,]?\s*"e?name"\s*:\s*"((?:[A-Za-z_]\w*\.)*[A-Z]\w*)"\s*,?\s*(?:"(?:message|evalue)"\s*:\s*"((?:[^"\\]|\\.)*)"?.*)?$')
+RECORD_VALUE = re.compile(r'\s*"(?:message|evalue)"\s*:\s*"((?:[^"\\]|\\.)*)"?')
 # a program saying the traceback it logs next is harmless
 WAIVER = re.compile(r"(?:safe|safely) (?:to )?(?:be )?ignored?\b|can (?:be )?(?:safely )?ignored?\b|(?:you )?may ignore (?:this|the following)|ignoring (?:this|the following) (?:error|exception)", re.I)
 # Python's own head above a traceback it prints for an exception it drops, the unraisable
@@ -106,7 +111,7 @@ def _bare(line: LogLine) -> bool:
 
 
 class _Stream:
-    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "carried", "last_seq", "gap", "plain", "colon", "stack", "indent", "entry", "told", "waives", "unraised", "unraised_open", "entry_seq", "open_summary", "summary_done")
+    __slots__ = ("mode", "event", "pending", "foreign", "tail", "held", "last_ts", "ts_gen", "banners", "embedded", "carried", "last_seq", "gap", "plain", "colon", "stack", "indent", "entry", "told", "waives", "unraised", "unraised_open", "entry_seq", "open_summary", "summary_done", "record")
 
     def __init__(self) -> None:
         self.mode = "idle"  # idle | frames | tail | gap | chain
@@ -131,6 +136,7 @@ class _Stream:
         self.open_summary = False  # a summary pasted without its opening banner: no closing one to wait for
         self.summary_done = False  # a launcher summary's closing banner was read: nothing after it is its own
         self.told: Optional[int] = None  # a launcher said whose traceback comes next (its process index)
+        self.record: Optional[str] = None  # the stream's previous line named an error record's class
         self.last_ts: Optional[datetime] = None
         self.ts_gen = 0
         self.last_seq = 0
@@ -174,8 +180,9 @@ class Assembler:
             st.last_seq = self.seq
         out: list[Event] = []
         self._step(st, line, out)
-        st.colon = line.text.rstrip().endswith(":")
         t = line.text
+        st.colon = t.rstrip().endswith(":")
+        st.record = m.group(1) if 'name"' in t and (m := RECORD_NAME.match(t)) is not None and m.group(2) is None else None
         st.waives = "gnor" in t and WAIVER.search(t) is not None
         if ("xception ignored" in t or "atexit" in t) and UNRAISED.match(t) is not None:
             # the head names the object; a long repr wraps onto one more line, ending in `>`
@@ -276,8 +283,17 @@ class Assembler:
                 ev = self._start(st, line, "alone", "tail")
                 ev.exception_idx.append(0)
                 return
-            if '"message"' in t and (rec := RECORD_MESSAGE.match(t)) is not None:
-                value = _json_text(rec.group(1)).lstrip().split("\n", 1)[0]
+            rec, name = None, st.record
+            if '"message"' in t or '"evalue"' in t:
+                rec = RECORD_VALUE.match(t)
+                if rec is None and 'name"' in t and (both := RECORD_NAME.match(t)) is not None and both.group(2) is not None:
+                    rec, name = both, both.group(1)  # the class and its message on one line
+            if rec is not None:
+                value = _json_text(rec.group(rec.lastindex or 1)).lstrip().split("\n", 1)[0]
+                if name is not None and not EXC_ALONE.match(value) and EXC_ALONE.match(name):
+                    # the record's class stands in a field of its own: the exception line is
+                    # the class and the message, as Python prints it
+                    value = f"{name}: {value}"
                 if ("Error" in value or "Exception" in value) and EXC_ALONE.match(value):
                     # an error record's message (pretty-printed JSON) naming an exception:
                     # what torchelastic's @record writes for a process that failed, and logs
