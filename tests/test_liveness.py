@@ -329,3 +329,20 @@ def test_a_sigterm_after_the_runs_clean_end_is_the_shutdown_of_what_was_left(wri
     assert diagnose([write("j.log", "\n".join(text))]).status == "failed"
     text = prefixed("[rank0]: ", run + ["worker (pid 7) terminated by signal SIGTERM"])
     assert diagnose([write("j.log", "\n".join(text))]).status == "no_failure"
+
+
+def test_a_numerical_state_repeated_between_steps_is_judged_by_its_last_repetition(write):
+    # whichever rule reads it (a trainer's own check, a metric printed as nan, a tensor's
+    # values), a non-finite loss or value is a state of the run: a report repeated while the
+    # steps advance is outlived only by steps after its last repetition, as the rule pack says
+    # of every numerical rule that reads a line (tests/test_rulepack.py)
+    steps = [f"[INFO] step {i}/5000 | loss 2.{i:03d} | lr 3.0e-04" for i in range(100, 106)]
+    for report in ("Loss is nan, stopping training",
+                   "NaN detected in loss at this step",
+                   "epoch 2 it 40 loss: nan",
+                   "head.proj: tensor([[nan, nan, nan, nan, nan],"):
+        text = [steps[0], report, steps[1], report, steps[2], report]
+        d = diagnose([write("a.log", "\n".join(text))])
+        assert d.status == "failed" and d.root_cause.category == "numerical", report
+        d = diagnose([write("b.log", "\n".join(text + steps[3:]))])
+        assert d.status == "no_failure" and d.handled, report

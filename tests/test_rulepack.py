@@ -224,3 +224,11 @@ def test_a_script_stopping_its_own_background_job_is_no_failure(report, tmp_path
     log.write_text("step 100 loss 2.31\nstep 200 loss 2.01\nTraining complete.\n" + report + "\n")
     d = diagnose([str(log)])
     assert d.status == "no_failure", (report, d.root_cause)
+
+
+def test_every_numerical_rule_that_reads_a_line_is_a_state():
+    # a loss, a gradient norm or values printed as NaN describe the run, not an event: every
+    # numerical rule that reads lines (not exceptions, which end their process) persists, so a
+    # report repeated between steps is judged by its last repetition (diagnosis.liveness)
+    events = [r.id for r in BOOK.rules if r.spec.category == "numerical" and r.spec.scope != "traceback" and not r.spec.persists]
+    assert not events, events
