@@ -554,3 +554,100 @@ def test_a_recurring_line_no_rule_matches_opens_no_window(noise, events, tmp_pat
     # each recurring line parsed alone, the tail, the events' windows; a window around each
     # recurring line would be several times that
     assert stats["parsed"] < recurring + 200 + windows < recurring * (budget.before + budget.after) // 4
+
+
+def _rank_files(tmp_path: Path) -> Path:
+    """A job written one file per rank, in the forms such files come in: plain, gzip, a byte
+    order mark, CRLF, an empty one, one longer than several blocks, and the failing rank."""
+    d = tmp_path / "job"
+    d.mkdir()
+    steps = "".join(f"step {i} loss {1 + i % 7}.{i % 10} lr 1e-4 | 812 samples/s\n" for i in range(400))
+    fail = ("Traceback (most recent call last):\n  File \"/srv/train.py\", line 9, in <module>\n    step()\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    watchdog = "[E ProcessGroupNCCL.cpp:455] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600123 milliseconds before timing out.\n"
+    for r in range(12):
+        text = steps + (fail if r == 5 else watchdog.format(r=r))
+        name = d / f"rank{r}.log"
+        if r == 1:
+            with gzip.open(str(name) + ".gz", "wt") as g:
+                g.write(text)
+        elif r == 2:
+            name.write_bytes(b"\xef\xbb\xbf" + text.encode())
+        elif r == 3:
+            name.write_bytes(text.replace("\n", "\r\n").encode())
+        elif r == 4:
+            name.write_text("")
+        elif r == 7:
+            name.write_text(steps * 40 + watchdog.format(r=r))  # several blocks: read ahead on its own
+        else:
+            name.write_text(text)
+    return d
+
+
+def test_per_rank_files_read_ahead_give_what_each_read_in_turn_gives(tmp_path, monkeypatch):
+    """The next inputs opened, read and searched on another thread while one is parsed: the
+    same report as each file read in its turn, and the exact reader's findings, whatever the
+    files' forms and sizes (small blocks: several files span blocks, one starts its own read-ahead)."""
+    from slurmdoc import api
+
+    d = _rank_files(tmp_path)
+    monkeypatch.setattr(scan_mod, "BLOCK", 16 << 10)
+    budget = Budget(head=0, min_head=0, tail=4 << 10, min_tail=1 << 10)
+    exact = _json([str(d)], budget=None)
+    stats: dict = {}
+    ahead = render(diagnose([str(d)], budget=budget, stats=stats))
+    monkeypatch.setattr(api, "Prefetch", lambda *a: None)
+    in_turn = render(diagnose([str(d)], budget=budget))
+    assert ahead == in_turn
+    assert _key(json.loads(ahead)) == _key(exact)
+    assert json.loads(ahead)["root_cause"]["rank"] == 5 and stats["parsed"] < stats["lines"]
+
+
+def test_reading_ahead_holds_a_bounded_number_of_inputs_and_closes_what_it_opened(tmp_path, monkeypatch):
+    """However many inputs, the prefetch holds at most PREFETCH of them open and read ahead;
+    one that cannot be opened is left to its Scan (which says so); stopped early, it closes
+    every file it opened and its thread ends."""
+    d = tmp_path / "many"
+    d.mkdir()
+    for r in range(30):
+        (d / f"rank{r:02d}.log").write_text(f"step {r}\n" * 50)
+    warnings: list[str] = []
+    inputs = make_inputs([str(d)], warnings)
+    opened: list = []
+    live = [0, 0]  # open now, most open at once
+
+    class Tracked:
+        def __init__(self, f):
+            self.f = f
+            live[0] += 1
+            live[1] = max(live[1], live[0])
+
+        def readinto(self, b):
+            return self.f.readinto(b)
+
+        def close(self):
+            live[0] -= 1
+            self.f.close()
+
+    def tracked(inp, i):
+        def open_():
+            if i == 3:
+                raise OSError(13, "Permission denied")
+            f = Tracked(inp.open())
+            opened.append(f)
+            return f
+        return sources.Input(inp.info, open_, inp.size)
+
+    inputs = [tracked(inp, i) for i, inp in enumerate(inputs)]
+    pre = scan_mod.Prefetch(inputs, Prefilter(["Traceback"], []))
+    for i in range(10):
+        got = pre.take(i)
+        assert (got is None) == (i == 3)
+        assert live[0] <= scan_mod.Prefetch.PREFETCH
+        if got is not None:
+            assert got.eof and bytes(got.data[:got.filled]) == Path(inputs[i].info.path).read_bytes()
+            got.f.close()
+        pre.give_back(got)
+    pre.stop()
+    assert not pre.thread.is_alive()
+    assert live == [0, live[1]] and live[1] <= scan_mod.Prefetch.PREFETCH and len(opened) <= 10 + scan_mod.Prefetch.PREFETCH

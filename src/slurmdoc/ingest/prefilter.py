@@ -130,7 +130,7 @@ class Prefilter:
         self._kept: list[tuple[bytes, bool]] = []
         self._queues: list = []  # the helper threads of a parallel scan (one per core but one)
         self._helper_pid = -1  # the process they were started in
-        self._local = threading.local()  # may_match's scratch space, one per asking thread
+        self._local = threading.local()  # each calling thread's scratch spaces (_scratch)
         # a part boundary is a newline: no literal may span one
         self._parts = max(1, min(cores(), 4)) if not any(b"\n" in w for w, _ in words) else 1
         self._re: Optional[re.Pattern[bytes]] = None
@@ -241,10 +241,7 @@ class Prefilter:
         db = self._quiet_db
         if db is None:
             return True
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None or self._local.db is not db:
-            scratch = self._local.scratch = _hs.Scratch(db)
-            self._local.db = db
+        scratch = self._scratch(db)
         if buf.find(b"\x1b", start, end) >= 0:
             text = strip_escapes(bytes(memoryview(buf)[start:end]))
             return bool(self._scan(memoryview(text), 0, len(text), scratch, db, self._quiet_long))
@@ -284,6 +281,18 @@ class Prefilter:
             return [m.start() for m in self._re.finditer(buf, 0, end)], 0
         return [], 0
 
+    def _scratch(self, db) -> object:
+        """This thread's scratch space for `db`. A database's own is one for all threads, and
+        two threads may search at once (the read-ahead of one input, the first block of the
+        next input read on another thread, may_match on the parsing one)."""
+        got = getattr(self._local, "scratches", None)
+        if got is None:
+            got = self._local.scratches = {}
+        scratch = got.get(id(db))
+        if scratch is None:
+            scratch = got[id(db)] = _hs.Scratch(db)
+        return scratch
+
     def _scan(self, view: memoryview, start: int, end: int, scratch: object, db=None, long: Optional[dict] = None,
               loud: frozenset = frozenset(), held: Optional[list[int]] = None) -> list[int]:
         """Offsets found in view[start:end] by `db` (the search's by default), `long` its long
@@ -311,7 +320,7 @@ class Prefilter:
                 n += 1
             add(start + to - 1)
 
-        _hs_scan(db, view[start:end], on_match, scratch)
+        _hs_scan(db, view[start:end], on_match, scratch if scratch is not None else self._scratch(db))
         out.sort()
         if held is not None:
             held[0] += n
@@ -383,7 +392,7 @@ class Prefilter:
             add(to - 1)
 
         try:
-            _hs_scan(db, view[:end], on_match)
+            _hs_scan(db, view[:end], on_match, self._scratch(db))
         finally:
             view.release()
         return sorted(out)
