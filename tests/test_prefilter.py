@@ -254,6 +254,37 @@ def test_coloured_lines_dense_with_a_guarded_keyword_are_searched_with_their_esc
     assert sorted(set(lines(sparse))) == [0, 1, 2, 3]  # not dense: each coloured line with the keyword, as before
 
 
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
+def test_may_match_judges_one_line_as_the_quiet_search_judges_it():
+    """A line with a guarded keyword whose guard it does not meet: no rule can match it; one
+    that meets it, or holds an unguarded keyword: maybe. A coloured line is judged with its
+    escape sequences taken off, as the reader takes them off; with no quiet search (not asked
+    for, or none to make), every line may match. Asked from another thread, the same answers."""
+    import threading
+
+    def make() -> Prefilter:
+        return Prefilter(["timed out", "Traceback"], [], engine="hyperscan",
+                         guards=lambda: {("timed out", False): (r"store timed out",)}, guards_key=lambda: b"m",
+                         marks=("\x1b[",))
+
+    block = bytearray(b"fetch timed out, retrying\nstore timed out\nTraceback (most recent call last):\n"
+                      b"fetch \x1b[33mtimed out\x1b[0m\n\x1b[1mstore timed\x1b[0m out\nplain step 3\n")
+    spans, at = [], 0
+    for line in bytes(block).split(b"\n")[:-1]:
+        spans.append((at, at + len(line)))
+        at += len(line) + 1
+    pf = make()
+    assert all(pf.may_match(block, s, e) for s, e in spans)  # no quiet search asked for yet
+    assert pf.can_quiet
+    want = [False, True, True, False, True, False]
+    assert [pf.may_match(block, s, e) for s, e in spans] == want
+    got: list = []
+    t = threading.Thread(target=lambda: got.extend(pf.may_match(block, s, e) for s, e in spans))
+    t.start()
+    t.join()
+    assert got == want
+
+
 _SEQUENCES = st.sampled_from([b"\x1b[0m", b"\x1b[1;31m", b"\x1b[38;5;208m", b"\x1b[?25l", b"\x1b[K", b"\x1bM", b"\x1b\\", b"\x1b[2J", b"\x1b[1;2 q"])
 _PIECES = st.one_of(st.binary(max_size=12).map(lambda b: b.replace(b"\x1b", b"")), _SEQUENCES, st.just(b"\x1b"), st.just(b"\n"),
                     st.binary(min_size=1, max_size=6).map(lambda b: b"\x1b" + b))
