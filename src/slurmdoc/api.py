@@ -14,6 +14,7 @@ from slurmdoc.errors import InputError
 from slurmdoc.ingest.activity import ActivityTracker
 from slurmdoc.ingest.assemble import Assembler
 from slurmdoc.ingest.damage import ANSI, FENCE_WORDS, repair
+from slurmdoc.ingest.escaped import escaped_lines, unescape_frame
 from slurmdoc.ingest.prefilter import ENGINES, Prefilter
 from slurmdoc.ingest.prefix import PrefixParser
 from slurmdoc.ingest.scan import Budget, Prefetch, Scan
@@ -58,13 +59,23 @@ def split_line(parser: PrefixParser, src: SourceInfo, lineno: int, raw: str) -> 
         # included): what follows is a record of its own, prefix and all, like a `\r` segment;
         # other damage (control bytes, undecodable bytes) before a record's prefix is dropped
         raw = "\r".join(DAMAGE.sub("", seg) for seg in NULS.sub("\r", raw).split("\r")).strip("\r")
-    if "\r" not in raw and (ll := parser.parse_one(src, lineno, raw)) is not None:
-        return [ll]
+    segments: Optional[list[str]] = None
+    if "\\" in raw:
+        if "\\n" in raw and (pieces := escaped_lines(raw)) is not None:
+            # a traceback kept inside a string (a JSON record's field, a repr): the lines it
+            # holds, each a piece of this line as a `\r` segment is
+            segments = [seg for piece in pieces for seg in piece.split("\r")]
+        elif (frame := unescape_frame(raw)) is not None:
+            raw = frame  # a frame of such a string printed with real line breaks
+    if segments is None:
+        if "\r" not in raw and (ll := parser.parse_one(src, lineno, raw)) is not None:
+            return [ll]
+        segments = raw.split("\r")
     # `\r` progress updates and records glued to them: one LogLine per piece,
     # pieces without a prefix of their own belong to the line's first printer
     out: list[LogLine] = []
     head: Optional[LogLine] = None
-    for seg in raw.split("\r"):
+    for seg in segments:
         for piece in parser.split_glued(seg):
             ll = parser.parse(src, lineno, piece, head)
             if head is None:
