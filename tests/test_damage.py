@@ -99,6 +99,40 @@ def test_line_number_column_taken_off_when_consistent():
         assert fix(pasted) == TB, form
 
 
+# a collector's time in each of the forms the prefix parser reads as one (dated, with a zone,
+# in brackets before an srun label, year-less)
+COLLECTOR_TIMES = ["2026-11-27T13:40:01.123456789Z ", "2026-11-27 13:40:01.123 ", "2026-11-27T13:40:01+01:00 ", "Nov 27 13:40:01 "]
+
+
+@pytest.mark.parametrize("stamp", COLLECTOR_TIMES + ["[2026-11-27T13:40:01Z] "])
+@pytest.mark.parametrize("form", ["[{}] ", "{:>6} | "])
+def test_a_line_number_column_behind_a_collectors_time_is_taken_off(stamp, form):
+    # a viewer numbering lines a collector had timed: the numbers go, each line keeps its time
+    pasted = [stamp + form.format(40 + i) + ln for i, ln in enumerate(TB)]
+    assert fix(pasted) == [stamp + ln for ln in TB]
+
+
+def test_numbers_behind_a_collectors_time_that_do_not_follow_the_lines_are_kept():
+    own = [f"2026-11-27T13:40:0{i}Z [{d}] worker ready" for i, d in enumerate((0, 3, 1, 2, 0, 5))]
+    assert fix(own) == own
+
+
+@pytest.mark.parametrize("stamp", COLLECTOR_TIMES)
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_a_wrap_the_program_made_is_joined_though_a_collector_timed_each_piece(stamp, width):
+    # the collector saw the wrapped pieces as lines of their own and timed each; the joined line
+    # keeps its first piece's time, the rests' go
+    lines = LONG[:3] + TB + LONG[3:]
+    got = fix([stamp + ln for ln in wrap(lines, width)])
+    assert got == [stamp + ln for ln in lines]
+
+
+def test_lines_a_collector_timed_that_were_not_wrapped_stay_apart():
+    # records of the same length as the longest, each timed: no wrap is invented
+    lines = [f"2026-11-27T13:40:0{i}Z " + f"[rank{i}]: step 10 loss 2.{i} " + "y" * 60 for i in range(6)]
+    assert fix(lines) == lines
+
+
 def test_numbers_that_do_not_follow_the_lines_are_kept():
     # a program's own `[N] ` output (a device index, a worker id) is not a column
     own = [f"[{d}] worker ready" for d in (0, 3, 1, 2, 0, 5)]

@@ -5,7 +5,8 @@ slurmdoc sees it must not change the answer.
     category and rank; a suffix that still holds failure evidence is `failed`;
 (b) paste damage: Markdown fences and `**` lines, a `[12345] ` line-number column, hard
     wrapping at 80/120/200 columns, lost leading indentation, CRLF or lone-CR line ends,
-    ANSI colour, a log collector's time in front of every line: same category and rank
+    ANSI colour, a log collector's time in front of every line, with a viewer's line-number
+    column behind it, or on every piece of lines the program wrapped: same category and rank
     (every one of these keeps the line prefixes);
 (c) prefix rewriting: the program's lines re-prefixed in each supported style (none, srun
     `N: `, `[rankN]:`, host `node-N: `, Ray `(RayTrainWorker pid=N) `, Open MPI's tag
@@ -279,8 +280,8 @@ def fenced(lines: list[str]) -> list[str]:
     return ["**Error log:**", "", "```text"] + lines + ["```", "", "**Environment**"]
 
 
-def numbered(lines: list[str], first: int) -> list[str]:
-    return [f"[{first + i}] {ln}" for i, ln in enumerate(lines)]
+def numbered(lines: list[str], first: int, piped: bool = False) -> list[str]:
+    return [(f"{first + i:6} | " if piped else f"[{first + i}] ") + ln for i, ln in enumerate(lines)]
 
 
 def wrapped(lines: list[str], width: int) -> list[str]:
@@ -337,6 +338,15 @@ DAMAGE: dict[str, Callable[[st.DataObject], Callable[[list[str]], list[str]]]] =
     "wrap200": lambda data: (lambda ls: wrapped(ls, 200)),
     "unindented": lambda data: unindented,
     "collector_stamps": lambda data: (lambda ls, s=data.draw(st.sampled_from(COLLECTOR_STAMPS), label="collector's time"): collected(ls, s)),
+    # a log viewer's line-number column behind a collector's time (the viewer numbers the
+    # collected lines after the time it shows first)
+    "collector_line_numbers": lambda data: (
+        lambda ls, s=data.draw(st.sampled_from(COLLECTOR_STAMPS), label="collector's time"), n=data.draw(st.integers(1, 99_999), label="first number"),
+        piped=data.draw(st.booleans(), label="piped column"): collected(numbered(ls, n, piped), s)
+    ),
+    # a program's hard wrap, then a collector's time on every physical line it wrote: the
+    # wrapped rest carries a time too
+    "wrap120_collected": lambda data: (lambda ls, s=data.draw(st.sampled_from(COLLECTOR_STAMPS), label="collector's time"): collected(wrapped(ls, 120), s)),
     "ansi": lambda data: (lambda ls, picks=data.draw(st.lists(st.booleans(), min_size=1, max_size=7), label="coloured lines"): coloured(ls, picks)),
 }
 LINE_ENDS = {"crlf": "\r\n", "cr": "\r"}
@@ -354,16 +364,23 @@ COLOURED_WRAP = (
 )
 DAMAGE_MISSES: dict[tuple[str, str], str] = {
     **{(f"launchers/{c}", w): COLOURED_WRAP for c in ("ray_barrier_straggler", "ray_import", "ray_nan", "ray_sigkill") for w in ("wrap80", "wrap120", "wrap200")},
+    **{(f"launchers/{c}", "wrap120_collected"): COLOURED_WRAP for c in ("ray_barrier_straggler", "ray_sigkill")},
     ("launchers/spawn_straggler", "wrap120"): ONE_WRAP_AT_A_WORD_BREAK,
+    ("launchers/spawn_straggler", "wrap120_collected"): ONE_WRAP_AT_A_WORD_BREAK,
 }
 
 
-def _damage_params(pred: Callable[[Path], bool]) -> list:
+# the kinds a log collector's time takes part in, run by a test of their own: one Hypothesis
+# test function runs ~950 times at most in a session before its settings fail to resolve
+COLLECTED_KINDS = ("collector_stamps", "collector_line_numbers", "wrap120_collected")
+
+
+def _damage_params(pred: Callable[[Path], bool], kinds: tuple[str, ...] = ()) -> list:
     out = []
     for c in CASES:
         if not pred(c):
             continue
-        for kind in [*DAMAGE, *LINE_ENDS]:
+        for kind in kinds or [k for k in [*DAMAGE, *LINE_ENDS] if k not in COLLECTED_KINDS]:
             why = DAMAGE_MISSES.get((rel(c), kind))
             marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
             out.append(pytest.param(c, kind, id=f"{rel(c)}-{kind}", marks=marks))
@@ -382,6 +399,16 @@ def apply_damage(case: Path, kind: str, data: st.DataObject) -> tuple[tuple[str,
 @given(data=st.data())
 def test_paste_damage_keeps_the_answer(case, kind, data):
     """(b) Pasted through Markdown, a log viewer, a terminal or a web form: same answer."""
+    got = run(apply_damage(case, kind, data))
+    assert answer(got) == answer(baseline(case))
+
+
+@pytest.mark.parametrize("case,kind", _damage_params(failing, COLLECTED_KINDS))
+@settings(SETTINGS, max_examples=1)
+@given(data=st.data())
+def test_collected_paste_damage_keeps_the_answer(case, kind, data):
+    """(b) Timed by a log collector (then numbered by a viewer, or wrapped by the program
+    before the collector timed each piece): same answer."""
     got = run(apply_damage(case, kind, data))
     assert answer(got) == answer(baseline(case))
 

@@ -21,6 +21,13 @@ job wrote. The damage comes in a few general forms, each undone here line by lin
   same length, none longer), then a line of exactly that width is joined with the next one
   unless the next one starts a record of its own (a prefix, a timestamp, a traceback line).
 
+A log collector's time in front of every line (a container runtime's, a CI runner's, a log
+shipper's: `prefix.py` says what one looks like) was put there after the program wrote the
+line, so the line-number column and wrap stages look behind it: a viewer's column after
+it is taken off (`2026-11-27T13:40:01Z [12] text`), and a line the program wrapped is
+rejoined though each of its pieces got a time of its own. The joined line keeps its first
+piece's time, in front, for the prefix parser to read.
+
 It streams: lines are held back only while a decision needs the next few (a line-number
 column being confirmed, a line that may have been wrapped), never more than `MAX_HOLD`
 lines. Clean input takes a fast path that costs a length comparison and two cheap checks
@@ -36,6 +43,9 @@ from __future__ import annotations
 
 import re
 from typing import Iterable, Iterator, Optional
+
+from slurmdoc.ingest.prefix import _collected
+from slurmdoc.ingest.stamps import ISO_TS
 
 Line = tuple[int, str, bool]  # (line number, text, prefilter hit) as the readers yield them
 
@@ -125,6 +135,7 @@ class Repair:
         self.labels = 0  # the lines around the current one carry srun labels this long (0: none)
         self.quoted = False  # the last line carried Markdown quote marks
         self.tick_open = -1  # the line that left a backtick open inside its words
+        self.stamps: dict[int, str] = {}  # line number -> the collector's time taken off it, until it is handed on
 
     def _settle(self) -> None:
         """After a slow-path line: may the next line take the fast path?"""
@@ -219,6 +230,13 @@ class Repair:
                 raw = m.group(2) or ""
                 if not raw.strip():
                     return
+        if raw[:1] in _STAMP_FIRST and (end := _collector_end(raw)):
+            # a collector's time: the later stages read the program's line behind it (as the
+            # fast path in `repair` does)
+            if len(self.stamps) >= 4 * MAX_HOLD:
+                self.stamps.clear()  # (bounded whatever happens; each is taken when its line is handed on)
+            self.stamps[n] = raw[:end]
+            raw = raw[end:]
         self._column(n, raw, hit, out)
 
     def _break(self, after: int) -> None:
@@ -394,7 +412,7 @@ class Repair:
             return
         self.prev = ln
         self.head = raw
-        out.append(ln)
+        out.append(self._join([ln]) if self.stamps else ln)
 
     def _continues(self, first: str, prev: str, nxt: str) -> bool:
         """Can `nxt` be the wrapped rest of `prev` (a line that began as `first`)?"""
@@ -415,13 +433,20 @@ class Repair:
             return False  # a drawn box (rich's tracebacks): its lines are padded to its width
         return True
 
-    @staticmethod
-    def _join(lines: list[Line]) -> Line:
+    def _join(self, lines: list[Line]) -> Line:
         """The pieces of a wrapped line as one, a prefilter hit whatever its pieces were: the
         prefilter searched the physical lines, and a keyword the column cut in two is in none
-        of them."""
+        of them. The first piece's collector's time goes back in front; the rests' go."""
+        stamps = self.stamps
         if len(lines) == 1:
-            return lines[0]
+            ln = lines[0]
+            if stamps and (stamp := stamps.pop(ln[0], None)) is not None:
+                return ln[0], stamp + ln[1], ln[2]
+            return ln
+        if stamps:
+            for ln in lines[1:]:
+                stamps.pop(ln[0], None)
+            return lines[0][0], stamps.pop(lines[0][0], "") + "".join(ln[1] for ln in lines), True
         return lines[0][0], "".join(ln[1] for ln in lines), True
 
     def flush(self) -> list[Line]:
@@ -517,13 +542,15 @@ def repair(lines: Iterable[Line], breaks: Optional[list[int]] = None) -> Iterato
     `breaks` (at most MAX_BREAKS)."""
     r = Repair(breaks)
     first = _SUSPECT_FIRST
+    stamp_first = _STAMP_FIRST
     for item in lines:
         raw = item[1]
         # the fast path: plain string tests only (a regex call per line would cost more than
-        # parsing the line's prefix)
-        if len(raw) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw and "~~~" not in raw and not raw.endswith("cluster]"):
-            if raw[:1] not in first or not _suspect_start(raw):
-                r.prev = item
+        # parsing the line's prefix); a line behind a collector's time is judged as the line
+        body = raw[end:] if raw[:1] in stamp_first and ("-" in raw[4:6] or raw[3:4] == " ") and (end := _collector_end(raw)) else raw
+        if len(body) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw and "~~~" not in raw and not raw.endswith("cluster]"):
+            if body[:1] not in first or not _suspect_start(body):
+                r.prev = item if body is raw else (item[0], body, item[2])
                 yield item
                 continue
         yield from r.feed(*item)
@@ -531,6 +558,41 @@ def repair(lines: Iterable[Line], breaks: Optional[list[int]] = None) -> Iterato
 
 
 _SUSPECT_FIRST = frozenset('*#F[ 0123456789>')
+# what a collector's time starts with: a year's digit, `[`, a month's initial (`Nov 27 ...`)
+_STAMP_FIRST = frozenset("0123456789[JFMASOND")
+_ANY_YEAR = 2000  # where a collector's time ends does not depend on the year supplied
+
+
+def _collector_end(raw: str) -> int:
+    """Where a log collector's time in front of `raw` ends (0: none): the prefix parser's
+    reading of it, so the two agree on every line; and a time in brackets with a viewer's
+    line-number column after it, which the parser would read as a logging formatter's (a
+    viewer numbers whole lines, so a time before its column was put there after the program
+    wrote the line). Plain string tests first: most lines start with no time, and a logging
+    formatter's (`2025-03-01 12:00:00,123 - `) is told from a collector's by what follows it."""
+    c = raw[:1]
+    if c.isdigit():
+        if raw[4:5] != "-":
+            return 0
+        i = raw.find(" ", 11, 48)  # where the time ends (`T` or a space at 10 joins date and time)
+        if i < 0 or raw[i + 1 : i + 3] in ("- ", "| "):
+            return 0  # (the parser's test too, without its regex)
+    elif c == "[":
+        if raw[5:6] != "-" or not raw[1:2].isdigit():
+            return 0
+        i = raw.find("] ", 11, 48)
+        if i < 0 or raw[i + 2 : i + 3] not in _LABEL_OR_COLUMN:
+            return 0  # (an srun label or a column after it, or the time is the program's)
+    elif c not in _MONTH_FIRST or raw[3:4] != " ":
+        return 0
+    end = _collected(raw, _ANY_YEAR)[0]
+    if not end and c == "[" and (m := ISO_TS.match(raw)) is not None and raw[m.end() - 1 : m.end() + 1] == "] " and COLUMN.match(raw, m.end() + 1) is not None:
+        return m.end() + 1
+    return end
+
+
+_MONTH_FIRST = frozenset("JFMASOND")
+_LABEL_OR_COLUMN = frozenset(" 0123456789[")
 _CODE_ENDS = frozenset("];m")
 
 
