@@ -62,6 +62,21 @@ def test_keyword_gate_and_exclude(tmp_path):
     assert m.classify(line_event("boom 14")).rule.id == "r"
 
 
+@pytest.mark.parametrize("reading", [" count 0", " count: 0", " errors = 0", " 0", " total: 0.0", " 0, ok 12", " seen so far: 00"])
+def test_failure_words_naming_a_counter_that_reads_zero_are_no_event(tmp_path, reading):
+    # a run's statistics name the failure they count: a zero says it did not happen, whatever
+    # rule's words the counter borrows
+    m = Matcher(book_of(tmp_path, mk("r", kw='"disk gone"', pat="(?P<what>disk gone)")))
+    assert m.classify(line_event("disk gone" + reading)) is None
+    assert m.classify(line_event("stats: disk gone" + reading + "; disk gone: /scratch")).rule.id == "r"  # a later match counts
+
+
+@pytest.mark.parametrize("text", ["disk gone count 3", "disk gone: 0 bytes of 4096 written", "disk gone 0x7f", "disk gone at 0", "disk gone"])
+def test_failure_words_with_anything_but_a_zero_reading_after_them_are_an_event(tmp_path, text):
+    m = Matcher(book_of(tmp_path, mk("r", kw='"disk gone"', pat="(?P<what>disk gone)")))
+    assert m.classify(line_event(text)).rule.id == "r"
+
+
 def test_traceback_scope_rules_ignore_lines(tmp_path):
     m = Matcher(book_of(tmp_path, mk("tb", scope="traceback")))
     assert m.classify(line_event("boom 1")) is None

@@ -21,6 +21,29 @@ MAX_TIMEOUTS = 3  # a rule that times out on this many events is not tried again
 # building the index costs a few ms, which a small log would not win back
 INDEX_AFTER = 1000
 RULE_TIME_BUDGET = 20.0  # seconds one rule may spend matching in a run (a slow pattern that never times out)
+# what follows a failure's words when they name a counter whose value is zero (`write error
+# count 0`, `No space left on device errors: 0`, `loss is nan count: 0`, `io errors 0, write
+# error 0`): the line reports that the failure did not happen. The zero ends the reading (the
+# line's end or a separator), so `short write: 0 bytes of 4096` stays a failure
+ZERO_COUNT = re.compile(r"[ \t]*(?:(?:count|counts|total|errors?|events?|times|occurrences|seen|so far)\b[ \t]*){0,2}[:=]?[ \t]*0+(?:\.0+)?(?=[ \t]*(?:[,;|)\]}]|$))", re.M)
+ZERO_TRIES = 4  # later matches of a pattern tried after counters' readings, per event
+
+
+def _zero_count(text: str, end: int) -> bool:
+    """Do the words a pattern matched, ending at `end`, name a counter whose value is zero?"""
+    return text[end : end + 1] in (" ", "\t", ":", "=") and ZERO_COUNT.match(text, end) is not None
+
+
+def _search(pat, text: str):
+    """The pattern's first match in `text` that is no zero counter's reading (see ZERO_COUNT)."""
+    m = pat.search(text, timeout=MATCH_TIMEOUT, concurrent=False)
+    tries = 0
+    while m is not None and _zero_count(text, m.end()):
+        tries += 1
+        if tries >= ZERO_TRIES or m.end() >= len(text):
+            return None
+        m = pat.search(text, max(m.end(), m.start() + 1), timeout=MATCH_TIMEOUT, concurrent=False)
+    return m
 
 
 @dataclass(slots=True)
@@ -310,16 +333,16 @@ class Matcher:
             for i, pat in enumerate(rule.patterns):
                 lit = self._literal(pat)
                 if origin is not None and (not lit or lit in origin):
-                    m = pat.search(origin, timeout=MATCH_TIMEOUT, concurrent=False)
+                    m = _search(pat, origin)
                     if m:
                         return -1, {k: v for k, v in m.groupdict().items() if v is not None}, i
                 if inner is not None and (not lit or lit in inner):
-                    m = pat.search(inner, timeout=MATCH_TIMEOUT, concurrent=False)
+                    m = _search(pat, inner)
                     if m:
                         return -1, {k: v for k, v in m.groupdict().items() if v is not None}, i
                 if lit and lit not in text:
                     continue
-                m = pat.search(text, timeout=MATCH_TIMEOUT, concurrent=False)
+                m = _search(pat, text)
                 if m:
                     caps = {k: v for k, v in m.groupdict().items() if v is not None}
                     return m.start(), caps, i
@@ -344,7 +367,7 @@ class Matcher:
                 lit = self._literal(pat)
                 if lit and lit not in line:
                     continue
-                m = pat.search(line, timeout=MATCH_TIMEOUT, concurrent=False)
+                m = _search(pat, line)
                 if m is None:
                     continue
                 if self._raised_where(rule, ev, idx):
