@@ -146,6 +146,36 @@ def test_a_prefilter_s_helper_threads_end_with_it(monkeypatch):
 
 
 @pytest.mark.skipif(prefilter_mod._hs is None, reason="Hyperscan has no wheel here")
+def test_threads_searching_at_once_share_one_set_of_helpers_and_find_the_same(monkeypatch):
+    """Several threads searching in parts at once (a file's read-ahead, the next file's first
+    block) start one helper per core but the callers' between them, each with its own scratch
+    space, and each finds what one search alone finds."""
+    import threading as th
+
+    monkeypatch.setattr(prefilter_mod, "PARALLEL_PIECE", 64)
+    buf = bytearray(b"a line with an Error in it\nand one with none\n" * 300)
+    p = Prefilter(["Error"], [], engine="hyperscan")
+    p._parts = 3
+    want = p._scan(memoryview(buf), 0, len(buf), None)
+    before = set(th.enumerate())
+    go = th.Barrier(6)
+    got: list = []
+
+    def search() -> None:
+        go.wait()
+        for _ in range(20):
+            got.append(p._find_parallel(buf, len(buf)) == want)
+
+    callers = [th.Thread(target=search) for _ in range(6)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert got == [True] * 120
+    assert len(set(th.enumerate()) - before) == 2  # one set of helpers
+
+
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="Hyperscan has no wheel here")
 def test_big_blocks_are_scanned_in_parts_where_there_are_cores(monkeypatch):
     """A block of PARALLEL_MIN bytes or more goes to the parallel scan when the prefilter has
     more than one part (one per core); smaller blocks and one core keep the one-thread scan."""
