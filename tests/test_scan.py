@@ -651,3 +651,45 @@ def test_reading_ahead_holds_a_bounded_number_of_inputs_and_closes_what_it_opene
     pre.stop()
     assert not pre.thread.is_alive()
     assert live == [0, live[1]] and live[1] <= scan_mod.Prefetch.PREFETCH and len(opened) <= 10 + scan_mod.Prefetch.PREFETCH
+
+
+# a long run's steps on four ranks, then a failure, then rank 0 stepping on past the tail
+_STEPS = [f"[rank{r}]: step {i} | loss {1 + i % 7}.{r} | lr 1e-4" for i in range(1500) for r in range(4)]
+_AFTER = [f"[rank0]: step {i} | loss {1 + i % 7}.0 | lr 1e-4" for i in range(1500, 1800)]
+_SMALL = Budget(head=0, min_head=0, tail=4 << 10, min_tail=4 << 10)
+
+
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
+@pytest.mark.parametrize("width", [62, 65, 68, 71, 74, 77, 80, 100])
+def test_a_record_a_hard_wrap_cut_into_keyword_pieces_is_read_from_its_first_piece(width, tmp_path):
+    """A record hard-wrapped at a terminal's width: its rank prefix on the first piece, its
+    keywords on the pieces after, where no rule matches a piece alone. A piece parsed alone
+    (no window) lost the first piece, and with it the rank; a later piece's window could not
+    reach back past it. Deep in a long log, the fast reader reads the exact reader's record."""
+    rec = ("[rank{r}]: 2031-02-03 04:05:06.000 E external/runtime/tsl/distributed_runtime/coordination/"
+           "coordination_service.cc:377 DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: PjRT_Client_Connect. "
+           "Timed out task names: /job:trainer/replica:0/task:{r}")
+    cut = [ln[i: i + width] for ln in (rec.format(r=r) for r in (1, 2, 3)) for i in range(0, len(ln), width)]
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(_STEPS + cut + _AFTER) + "\n")
+    exact = _json([str(log)], budget=None)
+    assert exact["root_cause"]["rank"] == 1
+    assert _key(_json([str(log)], budget=_SMALL)) == _key(exact)
+
+
+@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
+@pytest.mark.parametrize("between", [0, 1, 5])
+def test_a_line_no_rule_matches_just_before_an_error_keeps_the_errors_lines_before(between, tmp_path):
+    """A keyword line no rule matches (a retry that timed out) printed just before an error
+    without a time of its own: the error's window still takes in the lines before both, where
+    its rank printed the time, as the exact reader has them; parsed alone, the keyword line
+    cut the window short and the error had no time."""
+    event = (["[rank1]: [2031-02-03 04:05:06,000] step 1500: loading shard 12"]
+             + [f"[rank1]: shard 12 part {k} fetched" for k in range(between)]
+             + ["[rank1]: fetch of shard 12 part 3 timed out after 30s, retrying",
+                "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered"])
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(_STEPS + event + _AFTER) + "\n")
+    exact = _json([str(log)], budget=None)
+    assert exact["root_cause"]["timestamp"] is not None
+    assert _key(_json([str(log)], budget=_SMALL)) == _key(exact)

@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator, NoReturn, Optional
 
+from slurmdoc.ingest.damage import MAX_HOLD, MIN_WIDTH
 from slurmdoc.ingest.prefilter import Prefilter, count_lf, dense
 from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, READ_ERRORS, SNIFF, Gunzipped, Input, _Prefixed, _utf16_lines, damage, looks_binary, read_failure
 
@@ -338,6 +339,42 @@ class Scan:
             return self.prefilter.find(data, end, quiet=True)
         return hits
 
+    def _alone(self, data: bytearray, hits: list[int], hi: int, floor: int, ls: int, le: int, end: int, eof: bool) -> bool:
+        """Whether the hit line data[ls:le] is parsed alone, opening no window: no rule can
+        match it, as the quiet search judges one line, nor the line a hard wrap cut it from
+        (_wrapped), and no line a rule may match follows within `before` lines (that line's
+        window would begin before this one: a record's first line, the time printed just
+        before it, as the exact reader has them). A block ending within reach, with more to
+        come, may hold such a line at the start of the next: a window then, as before."""
+        pf = self.prefilter
+        s, e = _wrapped(data, floor, ls, le, end)
+        if (s, e) != (ls, le):
+            piece = bytes(data[s:e]).replace(b"\r\n", b"").replace(b"\n", b"")
+            if pf.may_match(bytearray(piece), 0, len(piece)):
+                return False
+        elif pf.may_match(data, ls, le):
+            return False
+        reach = le  # the end of the `before`-th line after this one
+        for _ in range(self.budget.before):
+            if reach >= end:
+                break
+            nl = data.find(b"\n", reach + 1, end)
+            reach = end if nl < 0 else nl
+        if reach >= end and not eof:
+            return False
+        at = le
+        while True:
+            while hi < len(hits) and hits[hi] < at:
+                hi += 1
+            if hi >= len(hits) or hits[hi] >= reach:
+                return True
+            s = data.rfind(b"\n", at, hits[hi]) + 1 or at
+            e = data.find(b"\n", hits[hi], end)
+            e = end if e < 0 else e
+            if pf.may_match(data, s, e):
+                return False
+            at = e
+
     # ---- the scan -----------------------------------------------------------------
     def __iter__(self) -> Iterator[tuple[int, str, bool]]:
         name = self.inp.info.path
@@ -549,7 +586,7 @@ class Scan:
                             ls = data.rfind(b"\n", pos, hit) + 1 or pos
                             le = data.find(b"\n", hit, end)
                             le = end if le < 0 else le
-                            if not self.prefilter.may_match(data, ls, le):
+                            if self._alone(data, hits, hi, pos, ls, le, end, eof):
                                 while hi < len(hits) and hits[hi] < le:
                                     hi += 1
                                 if ls > pos:
@@ -639,6 +676,49 @@ class Scan:
         finally:
             if ahead is not None:
                 ahead.stop()
+
+
+def _wrapped(data: bytearray, floor: int, ls: int, le: int, end: int) -> tuple[int, int]:
+    """The lines around data[ls:le] that a hard wrap may have cut from one line with it
+    (damage.Repair joins them before any rule sees them): each piece but the last as long as
+    the wrap width, which is MIN_WIDTH or more; so the lines before it while each is as long
+    as the one after it (the one just before: MIN_WIDTH or more), and the lines after it while
+    the one before is that long. At most MAX_HOLD pieces each way, none before `floor`."""
+    width = -1
+    s = ls
+    for _ in range(MAX_HOLD):
+        if s <= floor:
+            break
+        p = data.rfind(b"\n", floor, s - 1) + 1 or floor
+        n = _chars(data, p, s - 1)
+        if n < MIN_WIDTH or (width >= 0 and n != width):
+            break
+        width, s = n, p
+    if width < 0:
+        width = _chars(data, ls, le)
+        if width < MIN_WIDTH:
+            return s, le
+    elif _chars(data, ls, le) != width:
+        return s, le  # the last piece
+    e = le
+    for _ in range(MAX_HOLD):
+        if e >= end:
+            break
+        nl = data.find(b"\n", e + 1, end)
+        nxt = end if nl < 0 else nl
+        e, n = nxt, _chars(data, e + 1, nxt)
+        if n != width:
+            break
+    return s, e
+
+
+def _chars(data: bytearray, s: int, e: int) -> int:
+    """Characters on the line data[s:e] (its CR off), as the repair measures a line."""
+    if e > s and data[e - 1] == 13:
+        e -= 1
+    if e - s < MIN_WIDTH:
+        return e - s  # (fewer bytes: fewer characters too)
+    return len(data[s:e].decode("utf-8", "replace"))
 
 
 def _back(data: bytearray, floor: int, s: int, n: int) -> tuple[int, int]:
