@@ -9,6 +9,7 @@ import pytest
 
 from slurmdoc.engine.authoring import (
     AMBIGUOUS_REPEAT,
+    QUADRATIC_RUN,
     OVERLAPPING_ALTERNATIVES,
     lint,
     lint_rule,
@@ -118,6 +119,12 @@ def test_refine_with_a_category_no_rule_produces_is_an_error():
         (r"(?i)(A+)+", AMBIGUOUS_REPEAT),
         (r"(?:a|a)+$", OVERLAPPING_ALTERNATIVES),
         (r"(\d+|\w+)*", OVERLAPPING_ALTERNATIVES),
+        # a greedy run of (almost) any character before a word boundary or alternatives, in a
+        # lookaround or not: quadratic in a long line
+        (r"^(?![^\n]*\bWARN(?:ING)?\b)", QUADRATIC_RUN),
+        (r"^(?=.*(?:retry|again))x", QUADRATIC_RUN),
+        (r"Command '[^'\n]*\bpython", QUADRATIC_RUN),
+        (r"^[^\n]*\b(?:WARN|\w*Warning)\b", QUADRATIC_RUN),
     ],
 )
 def test_risky_patterns_are_flagged(pattern, risk):
@@ -126,7 +133,9 @@ def test_risky_patterns_are_flagged(pattern, risk):
 
 @pytest.mark.parametrize(
     "pattern",
-    [r"(\s+\w+)+", r"x(?:\d+,)*\d+", r"(?:foo|bar)+", r"(?:ab|ac)+", r"(?>a+)+", r"(?:a++)+", r"[^\]]+", r"(?:.*\n)*?Error", r"(?:, \w+)*", r"\p{L}+"],
+    [r"(\s+\w+)+", r"x(?:\d+,)*\d+", r"(?:foo|bar)+", r"(?:ab|ac)+", r"(?>a+)+", r"(?:a++)+", r"[^\]]+", r"(?:.*\n)*?Error", r"(?:, \w+)*", r"\p{L}+",
+     # a lazy run, a greedy one before a literal or at the end, a run of a positive class
+     r"^(?![^\n]*?\bWARN\b)", r"^(?![^\n]*' died with )", r"(?P<detail>[^\n]*\S)", r"x: (?P<rest>.*)", r"^\s*(?:a|b)", r"\w*\b"],
 )
 def test_safe_patterns_are_not_flagged(pattern):
     assert risky_constructs(pattern) == []
@@ -142,6 +151,18 @@ def test_flagged_patterns_really_backtrack_and_safe_ones_do_not():
         regex.compile(r"(?:a|aa)+$", flags).search(hostile, timeout=0.2)
     for safe in (r"(?>a|aa)+$", r"a+$"):
         assert regex.compile(safe, flags).search(hostile, timeout=0.2) is None
+
+
+def test_a_flagged_greedy_run_is_quadratic_in_the_engine_and_the_lazy_one_is_not():
+    # the lint's claim checked against the regex engine: twice the line, about four times the
+    # time greedy (timed out here), twice lazy
+    import regex
+
+    flags = regex.MULTILINE | regex.VERSION0
+    line = "Error writing to " + "ab " * 200_000
+    with pytest.raises(TimeoutError):
+        regex.compile(r"^(?![^\n]*\b(?:WARN(?:ING)?|\w*[Ww]arning|[Rr]etry)\b)", flags).search(line, timeout=0.5)
+    assert regex.compile(r"^(?![^\n]*?\b(?:WARN(?:ING)?|\w*[Ww]arning|[Rr]etry)\b)", flags).search(line, timeout=2.0) is not None
 
 
 def test_show_renders_template_and_the_filled_remediation():

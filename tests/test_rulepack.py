@@ -232,3 +232,25 @@ def test_every_numerical_rule_that_reads_a_line_is_a_state():
     # report repeated between steps is judged by its last repetition (diagnosis.liveness)
     events = [r.id for r in BOOK.rules if r.spec.category == "numerical" and r.spec.scope != "traceback" and not r.spec.persists]
     assert not events, events
+
+
+@pytest.mark.parametrize("line", [
+    "Error writing to " + "ab " * 35_000,  # words after the failure's words
+    "ab " * 35_000 + "Error writing to file /ckpt/x",  # ... and before them
+    "Error writing " + "a" * 100_000,  # one long word
+    "a: " * 35_000 + "[Errno 5] Input/output error",
+])
+def test_the_filesystem_rule_reads_a_long_line_well_inside_its_time_bound(line):
+    # a line of a hundred kilobytes (a progress bar's redraws kept on one line, a dumped
+    # tensor) with a failure's words on it: every pattern of the rule within the bound each
+    # pattern has (MATCH_TIMEOUT), so the rule is neither cut short nor dropped (a greedy run
+    # before alternatives took seconds here: quadratic; the lint flags that construct)
+    from time import perf_counter
+
+    from slurmdoc.engine.loader import MATCH_TIMEOUT
+
+    rule = BOOK.by_id("io-error")
+    for rx in [*rule.patterns, *rule.excludes]:
+        t0 = perf_counter()
+        rx.search(line, timeout=10 * MATCH_TIMEOUT)
+        assert perf_counter() - t0 < MATCH_TIMEOUT, rx.pattern[:80]

@@ -450,6 +450,40 @@ AMBIGUOUS_REPEAT = (
     " so a run of such text splits between repetitions in exponentially many ways on a line that fails to match"
 )
 OVERLAPPING_ALTERNATIVES = "overlapping alternatives under a quantifier: two branches can match the same text, so each repetition may try both"
+QUADRATIC_RUN = (
+    "a greedy run of any character before a word boundary or alternatives: the regex module gives the run back one"
+    " character at a time from the line's end and searches ahead again at each, which is quadratic in a long line;"
+    " make the run lazy (`[^\\n]*?`), which finds the same text in one pass"
+)
+
+
+def _searching_start(item) -> bool:
+    """Does `item` start with a word boundary or alternatives (what the regex module cannot
+    find by a fast scan for a literal after a greedy run)?"""
+    op, av = item
+    o = _op(op)
+    if o == "AT":
+        return _op(av) in ("AT_BOUNDARY", "AT_NON_BOUNDARY")
+    if o == "BRANCH":
+        return True
+    if o == "SUBPATTERN":
+        body = list(av[-1])
+        return bool(body) and _searching_start(body[0])
+    return False
+
+
+def _greedy_run(item) -> bool:
+    """Is `item` a greedy unbounded run of (almost) any character (`[^\\n]*`, `.*`, `[^']*`)?"""
+    op, av = item
+    if _op(op) != "MAX_REPEAT" or av[1] != _sre_const.MAXREPEAT:
+        return False
+    body = list(av[2])
+    if len(body) != 1:
+        return False
+    o, v = _op(body[0][0]), body[0][1]
+    # any character, or any but a few (a negated class); a positive class (`\\s*`, `\\w*`)
+    # ends where its kind of text ends
+    return o in ("ANY", "NOT_LITERAL") or (o == "IN" and bool(v) and _op(v[0][0]) == "NEGATE")
 
 
 def _overlapping_branches(items, ic: bool) -> bool:
@@ -475,7 +509,9 @@ def _overlapping_branches(items, ic: bool) -> bool:
 def risky_constructs(pattern: str, ignore_case: bool = False) -> list[str]:
     """Constructs that can backtrack exponentially under an unbounded quantifier: a repeated
     part of varying length that can end with what it starts with (`(a+)+`, `(.*)*`,
-    `(\\w+\\s?)+$`, `(a|aa)+`), and alternatives that can match the same text (`(a|a)+`).
+    `(\\w+\\s?)+$`, `(a|aa)+`), and alternatives that can match the same text (`(a|a)+`); and
+    one that is quadratic in a long line: a greedy run of any character before a word boundary
+    or alternatives (`^(?![^\\n]*\\bWARN)`, `[^\\n]*(?:a|b)`).
     Atomic groups and possessive quantifiers do not backtrack and are not flagged. Best
     effort: a pattern Python's own parser cannot read (syntax only `regex` knows) is skipped."""
     try:
@@ -486,6 +522,10 @@ def risky_constructs(pattern: str, ignore_case: bool = False) -> list[str]:
     found: set[str] = set()
 
     def visit(items) -> None:
+        items = list(items)
+        for k in range(len(items) - 1):
+            if _greedy_run(items[k]) and _searching_start(items[k + 1]):
+                found.add(QUADRATIC_RUN)
         for op, av in items:
             o = _op(op)
             if o in _UNBOUNDED_OPS and av[1] == _sre_const.MAXREPEAT:
