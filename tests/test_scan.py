@@ -693,38 +693,3 @@ def test_a_line_no_rule_matches_just_before_an_error_keeps_the_errors_lines_befo
     exact = _json([str(log)], budget=None)
     assert exact["root_cause"]["timestamp"] is not None
     assert _key(_json([str(log)], budget=_SMALL)) == _key(exact)
-
-
-@pytest.mark.skipif(prefilter_mod._hs is None, reason="the quiet search is Hyperscan's")
-def test_files_read_ahead_before_the_quiet_search_is_built_are_judged_as_read_in_turn(tmp_path):
-    """Per-rank files dense with a guarded keyword, diagnosed in a fresh process, where the
-    quiet search is built when the first input big enough asks for it (here made slow). The
-    read-ahead searched the first files' first blocks before it was built, counting no hits of
-    guarded literals: those blocks were not found dense, were parsed around every hit, and the
-    report's notes differed from the same files read in turn (and from run to run)."""
-    import subprocess
-    import sys
-
-    d = tmp_path / "job"
-    d.mkdir()
-    noise = "[rank{r}]: Training: epoch 0 step {i}/3000 loss {l}.{r}1 lr 1e-4"
-    for r in range(4):
-        (d / f"rank{r}.log").write_text("\n".join(noise.format(r=r, i=i, l=1 + i % 7) for i in range(6000)) + "\n")
-    code = (
-        "import sys, time\n"
-        "from slurmdoc import api\n"
-        "from slurmdoc.ingest import prefilter, scan\n"
-        "from slurmdoc.report.json_format import render\n"
-        "load = prefilter._hs_load_quiet\n"
-        "prefilter._hs_load_quiet = lambda *a: (time.sleep(0.3), load(*a))[1]\n"
-        "scan.BLOCK = 64 << 10\n"
-        "if sys.argv[2] == 'turn':\n"
-        "    api.Prefetch = lambda *a: None\n"
-        "budget = scan.Budget(head=0, min_head=0, tail=4 << 10, min_tail=4 << 10)\n"
-        "stats = {}\n"
-        "out = render(api.diagnose([sys.argv[1]], budget=budget, stats=stats))\n"
-        "print(stats['parsed'], out)\n"
-    )
-    ahead, turn = (subprocess.run([sys.executable, "-c", code, str(d), how], capture_output=True, text=True, check=True).stdout for how in ("ahead", "turn"))
-    assert any("only the lines a rule may match" in w for w in json.loads(turn.split(" ", 1)[1])["warnings"])
-    assert ahead == turn

@@ -201,7 +201,7 @@ def diagnose(
     buffer: Optional[bytearray] = None
     # several inputs (a file per rank): the next ones are opened, read and searched on another
     # thread while this one parses
-    ahead = Prefetch(inputs, prefilter, sum(budget.per_input(len(inputs)))) if prefilter is not None and budget is not None and len(inputs) > 1 and prefilter.parallel else None
+    ahead = Prefetch(inputs, prefilter) if prefilter is not None and budget is not None and len(inputs) > 1 and prefilter.parallel else None
     try:
         for index, inp in enumerate(inputs):
             first = None

@@ -131,7 +131,6 @@ class Prefilter:
         self._queues: list = []  # the helper threads of a parallel scan (one per core but one)
         self._helper_pid = -1  # the process they were started in
         self._local = threading.local()  # each calling thread's scratch spaces (_scratch)
-        self._arming = threading.Lock()  # the quiet search is built once (can_quiet)
         # a part boundary is a newline: no literal may span one
         self._parts = max(1, min(cores(), 4)) if not any(b"\n" in w for w, _ in words) else 1
         self._re: Optional[re.Pattern[bytes]] = None
@@ -184,56 +183,45 @@ class Prefilter:
     def can_quiet(self) -> bool:
         """Whether a quiet search exists (some literal is guarded). Built on first asking (an
         input big enough to skip in): the guards cost tens of ms to make, the database over a
-        hundred to compile; both are kept beside the bytecode, keyed by what they are made of.
-        Built once under a lock: the read-ahead across files asks on its own thread (a block's
-        count of guarded hits needs the quiet search's literals), and a thread that asks while
-        another builds waits for its answer."""
+        hundred to compile; both are kept beside the bytecode, keyed by what they are made of."""
         if self._guards is not None:
-            with self._arming:
-                if self._guards is not None:
-                    try:
-                        self._arm(self._guards)
-                    finally:
-                        self._guards = None  # last: a thread that sees None sees all the rest
-        return self._quiet_db is not None
-
-    def _arm(self, make: Callable[[], dict[tuple[str, bool], tuple[str, ...]]]) -> None:
-        """Build the quiet search (can_quiet): its database, guarded literals and loud ids."""
-        words = self._words
-        path = _hs_path(True)
-        made_of = self._guards_key() if self._guards_key is not None else b""
-        key = _hs_key(words, [made_of.hex()]) if made_of else b""
-        kept = _hs_load_quiet(key, path) if key else None
-        if kept is not None:
-            db, held = kept
-            held = held | self._marks
-        else:
-            guards = make()
-            held, rest, exprs = self._quiet_parts(guards)
-            if not exprs:
-                return
-            try:
-                db = _hs_compile(rest, exprs)
-            except Exception:  # noqa: BLE001 - an expression Hyperscan refuses (a rule of the user's)
-                # the keywords of that rule are searched as plain literals; the others
-                # keep their guards
-                refused = _refused(sorted({e for es in guards.values() for e in es}))
-                guards = {k: es for k, es in guards.items() if not refused.intersection(es)}
+            make, self._guards = self._guards, None
+            words = self._words
+            path = _hs_path(True)
+            made_of = self._guards_key() if self._guards_key is not None else b""
+            key = _hs_key(words, [made_of.hex()]) if made_of else b""
+            kept = _hs_load_quiet(key, path) if key else None
+            if kept is not None:
+                db, held = kept
+                held = held | self._marks
+            else:
+                guards = make()
                 held, rest, exprs = self._quiet_parts(guards)
+                if not exprs:
+                    return False
                 try:
-                    db = _hs_compile(rest, exprs) if guards else None
-                except Exception:  # noqa: BLE001 - refused together: no quiet search
-                    db = None
-                if db is None:
-                    return
-            if key:
-                _hs_keep(key + _held_blob(held - self._marks), db, path)
-        loud = _loud_ids(self._kept, words, held)
-        if loud:
-            self._quiet_db = db
-            self._held = held - self._marks
-            self._quiet_long = _long_literals(covering([w for w in words if w not in held]))
-            self._loud = loud
+                    db = _hs_compile(rest, exprs)
+                except Exception:  # noqa: BLE001 - an expression Hyperscan refuses (a rule of the user's)
+                    # the keywords of that rule are searched as plain literals; the others
+                    # keep their guards
+                    refused = _refused(sorted({e for es in guards.values() for e in es}))
+                    guards = {k: es for k, es in guards.items() if not refused.intersection(es)}
+                    held, rest, exprs = self._quiet_parts(guards)
+                    try:
+                        db = _hs_compile(rest, exprs) if guards else None
+                    except Exception:  # noqa: BLE001 - refused together: no quiet search
+                        db = None
+                    if db is None:
+                        return False
+                if key:
+                    _hs_keep(key + _held_blob(held - self._marks), db, path)
+            loud = _loud_ids(self._kept, words, held)
+            if loud:
+                self._quiet_db = db
+                self._held = held - self._marks
+                self._quiet_long = _long_literals(covering([w for w in words if w not in held]))
+                self._loud = loud
+        return self._quiet_db is not None
 
     def _quiet_parts(self, guards: dict[tuple[str, bool], tuple[str, ...]]) -> tuple[set, list[tuple[bytes, bool]], list[str]]:
         """The quiet search's guarded literals (the marks among them), the literals it keeps

@@ -174,11 +174,9 @@ class Prefetch:
 
     PREFETCH = 2
 
-    def __init__(self, inputs: list[Input], prefilter: Prefilter, quiet_above: int = 0) -> None:
+    def __init__(self, inputs: list[Input], prefilter: Prefilter) -> None:
         self.inputs = inputs
         self.prefilter = prefilter
-        # an input larger than this (its head and tail) may be searched quietly (Scan.may_quiet)
-        self.quiet_above = quiet_above
         self.free: queue.SimpleQueue = queue.SimpleQueue()
         self.ready: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(self.PREFETCH):
@@ -215,10 +213,6 @@ class Prefetch:
             found = None
             if filled and not data.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
                 end = filled if eof else data.rfind(b"\n", 0, filled) + 1
-                if filled == BLOCK if isinstance(f, Gunzipped) else inp.size > self.quiet_above:
-                    # the Scan of an input that may be searched quietly asks first (its count of
-                    # guarded hits is a quiet search's); asked here too, or built here first
-                    _ = self.prefilter.can_quiet
                 if end:
                     found = self.prefilter.search(data, end)
             return _First(f, data, filled, eof, found)
