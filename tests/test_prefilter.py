@@ -147,9 +147,10 @@ def test_a_prefilter_s_helper_threads_end_with_it(monkeypatch):
 
 @pytest.mark.skipif(prefilter_mod._hs is None, reason="Hyperscan has no wheel here")
 def test_threads_searching_at_once_share_one_set_of_helpers_and_find_the_same(monkeypatch):
-    """Several threads searching in parts at once (a file's read-ahead, the next file's first
-    block) start one helper per core but the callers' between them, each with its own scratch
-    space, and each finds what one search alone finds."""
+    """Several threads searching in parts at once (a big file's read-ahead beside the parsing
+    thread, a library's caller diagnosing on several threads) start one helper per core but the
+    callers' between them, each with its own scratch space, and each finds what one search
+    alone finds."""
     import threading as th
 
     monkeypatch.setattr(prefilter_mod, "PARALLEL_PIECE", 64)

@@ -17,7 +17,7 @@ from slurmdoc.ingest.damage import ANSI, FENCE_WORDS, repair
 from slurmdoc.ingest.escaped import escaped_lines, unescape_frame
 from slurmdoc.ingest.prefilter import ENGINES, Prefilter
 from slurmdoc.ingest.prefix import PrefixParser
-from slurmdoc.ingest.scan import Budget, Prefetch, Scan
+from slurmdoc.ingest.scan import Budget, Scan
 from slurmdoc.ingest.scan import block_size as scan_block
 from slurmdoc.ingest.sources import Input, make_inputs, read_lines
 from slurmdoc.models import Diagnosis, LogLine, SourceInfo
@@ -199,52 +199,41 @@ def diagnose(
 
     lines = parsed = hits = 0
     buffer: Optional[bytearray] = None
-    # several inputs (a file per rank): the next ones are opened, read and searched on another
-    # thread while this one parses
-    ahead = Prefetch(inputs, prefilter) if prefilter is not None and budget is not None and len(inputs) > 1 and prefilter.parallel else None
-    try:
-        for index, inp in enumerate(inputs):
-            first = None
-            if prefilter is not None and budget is not None:
-                head, tail = budget.per_input(len(inputs))
-                first = ahead.take(index) if ahead is not None else None
-                if buffer is None and first is None:
-                    buffer = bytearray(scan_block())
-                reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes, seen.__len__, buffer, first)
-                numbered: Iterable[tuple[int, str, bool]] = reader
-            else:
-                reader = None
-                numbered = ((n, raw, True) for n, raw in read_lines(inp, warnings, on_bytes))
-            src = inp.info
-            n = 0
-            breaks = src.excerpt_breaks
-            gone = 0  # the breaks (a paste's code fences) the lines fed so far have passed
-            for n, raw, hit in repair(numbered, breaks):  # paste damage undone before prefixes are parsed
-                if len(breaks) > gone and breaks[gone] < n:
-                    # a fence ended a pasted excerpt: nothing being assembled goes on past it
-                    while gone < len(breaks) and breaks[gone] < n:
-                        gone += 1
-                    settle()
-                parsed += 1
-                assembler.quiet = not hit
-                for ll in split_line(parser, src, n, raw):
-                    observe(ll)
-                    if ll.stream not in seen and ll.origin == "rank":
-                        note(ll.stream, ll.who)  # only printers with a rank count for the layout
-                    for ev in assembler.feed(ll):
-                        m = classify(ev)
-                        if m is not None:
-                            add(ev, m)
-            if ahead is not None:
-                ahead.give_back(first)
-            if reader is not None:
-                lines += reader.lines
-                hits += reader.hits
-            else:
-                lines += n
-    finally:
-        if ahead is not None:
-            ahead.stop()
+    for inp in inputs:
+        if prefilter is not None and budget is not None:
+            head, tail = budget.per_input(len(inputs))
+            if buffer is None:
+                buffer = bytearray(scan_block())
+            reader = Scan(inp, prefilter, head, tail, budget, warnings, assembler.busy, assembler.skipped, on_bytes, seen.__len__, buffer)
+            numbered: Iterable[tuple[int, str, bool]] = reader
+        else:
+            reader = None
+            numbered = ((n, raw, True) for n, raw in read_lines(inp, warnings, on_bytes))
+        src = inp.info
+        n = 0
+        breaks = src.excerpt_breaks
+        gone = 0  # the breaks (a paste's code fences) the lines fed so far have passed
+        for n, raw, hit in repair(numbered, breaks):  # paste damage undone before prefixes are parsed
+            if len(breaks) > gone and breaks[gone] < n:
+                # a fence ended a pasted excerpt: nothing being assembled goes on past it
+                while gone < len(breaks) and breaks[gone] < n:
+                    gone += 1
+                settle()
+            parsed += 1
+            assembler.quiet = not hit
+            for ll in split_line(parser, src, n, raw):
+                observe(ll)
+                if ll.stream not in seen and ll.origin == "rank":
+                    note(ll.stream, ll.who)  # only printers with a rank count for the layout
+                for ev in assembler.feed(ll):
+                    m = classify(ev)
+                    if m is not None:
+                        add(ev, m)
+        if reader is not None:
+            lines += reader.lines
+            hits += reader.hits
+        else:
+            lines += n
     settle()
     if stats is not None:
         stats.update(lines=lines, parsed=parsed, hits=hits, engine=prefilter.engine if prefilter else "exact")

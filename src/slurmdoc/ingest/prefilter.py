@@ -283,8 +283,8 @@ class Prefilter:
 
     def _scratch(self, db) -> object:
         """This thread's scratch space for `db`. A database's own is one for all threads, and
-        two threads may search at once (the read-ahead of one input, the first block of the
-        next input read on another thread, may_match on the parsing one)."""
+        two threads may search at once (a big input's read-ahead on its thread, may_match on
+        the parsing one, a library's caller diagnosing on several threads)."""
         got = getattr(self._local, "scratches", None)
         if got is None:
             got = self._local.scratches = {}

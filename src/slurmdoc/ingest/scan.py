@@ -150,113 +150,6 @@ class _Ahead:
         self.thread.join()
 
 
-@dataclass(slots=True)
-class _First:
-    """An input opened and its first block read (and searched) ahead of its turn: `f` the open
-    input, data[:filled] the bytes a Scan's own reads would have filled its first block with,
-    `eof` whether they are all of it, `found` the block's search (hits, hits of guarded
-    literals) up to its last newline, or None (the Scan searches itself)."""
-
-    f: object
-    data: bytearray
-    filled: int
-    eof: bool
-    found: Optional[tuple[list[int], int]]
-
-
-class Prefetch:
-    """Opens the inputs after the one being parsed and reads and searches their first blocks
-    on its own thread (reading and Hyperscan run without the GIL), so that a job written to
-    one file per rank is read as fast as one file: each small file is then parsed straight
-    from a block already found. At most PREFETCH blocks are held (bounded memory); an input
-    that is not a regular file, or whose opening or reading fails, is left to its Scan, which
-    opens it and says what went wrong as it always does."""
-
-    PREFETCH = 2
-
-    def __init__(self, inputs: list[Input], prefilter: Prefilter) -> None:
-        self.inputs = inputs
-        self.prefilter = prefilter
-        self.free: queue.SimpleQueue = queue.SimpleQueue()
-        self.ready: queue.SimpleQueue = queue.SimpleQueue()
-        for _ in range(self.PREFETCH):
-            self.free.put(bytearray(BLOCK))
-        self.stopping = False
-        self.next = 0  # the index of the input `take` hands over next
-        self.thread = threading.Thread(target=self._run, name="slurmdoc-prefetch", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        for i, inp in enumerate(self.inputs):
-            data = self.free.get()
-            if data is None or self.stopping:
-                return
-            self.ready.put((i, self._first(inp, data)))
-
-    def _first(self, inp: Input, data: bytearray) -> Optional[_First]:
-        if inp.size is None:
-            self.free.put(data)
-            return None
-        f = None
-        try:
-            f = inp.open()
-            view = memoryview(data)
-            filled = 0
-            eof = False
-            while filled < BLOCK:
-                n = f.readinto(view[filled:]) or 0
-                if n == 0:
-                    eof = True
-                    break
-                filled += n
-            view.release()
-            found = None
-            if filled and not data.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
-                end = filled if eof else data.rfind(b"\n", 0, filled) + 1
-                if end:
-                    found = self.prefilter.search(data, end)
-            return _First(f, data, filled, eof, found)
-        except BaseException:  # noqa: BLE001 - the Scan opens and reads it again, and reports
-            if f is not None:
-                try:
-                    f.close()
-                except Exception:  # noqa: BLE001
-                    pass
-            self.free.put(data)
-            return None
-
-    def take(self, index: int) -> Optional[_First]:
-        """What was read ahead of input `index` (inputs are taken in order, each once)."""
-        while self.next <= index:
-            i, got = self.ready.get()
-            self.next = i + 1
-            if i == index:
-                return got
-            self.give_back(got)
-        return None
-
-    def give_back(self, got: Optional[_First]) -> None:
-        """A block handed over is done with (its input closed by its Scan)."""
-        if got is not None:
-            self.free.put(got.data)
-
-    def stop(self) -> None:
-        """End the thread and close what it opened and nobody took."""
-        self.stopping = True
-        self.free.put(None)
-        self.thread.join()
-        while True:
-            try:
-                _, got = self.ready.get_nowait()
-            except queue.Empty:
-                return
-            if got is not None:
-                try:
-                    got.f.close()  # type: ignore[attr-defined]
-                except Exception:  # noqa: BLE001
-                    pass
-
-
 class Scan:
     """Reads one input; yields (line number, text, hit) of the lines worth parsing.
 
@@ -278,10 +171,8 @@ class Scan:
         on_bytes: Optional[Callable[[int], None]] = None,
         printers: Optional[Callable[[], int]] = None,
         buffer: Optional[bytearray] = None,
-        first: Optional[_First] = None,
     ) -> None:
         self.buffer = buffer  # one block buffer reused across inputs (a directory of 512 files)
-        self.first = first  # the input opened, its first block read and searched ahead (Prefetch)
         self.inp = inp
         self.printers = printers  # how many printers (ranks) the consumer has seen so far
         self.prefilter = prefilter
@@ -328,10 +219,7 @@ class Scan:
         this one, then the read-ahead's)."""
         if self.quiet:
             return self.prefilter.find(data, end, quiet=True)
-        return self._judge(*self.prefilter.search(data, end), data, end)
-
-    def _judge(self, hits: list[int], loud: int, data: bytearray, end: int) -> list[int]:
-        """A block's hits, once its (loud) search is known: searched again quietly when dense."""
+        hits, loud = self.prefilter.search(data, end)
         if self.may_quiet and dense(loud, data, end):
             self.quiet = True
             self.quiet_note = (f"{self.inp.info.path}: {loud} hits of rule keywords in {count_lf(data, 0, end)} lines of one block;"
@@ -378,14 +266,11 @@ class Scan:
     # ---- the scan -----------------------------------------------------------------
     def __iter__(self) -> Iterator[tuple[int, str, bool]]:
         name = self.inp.info.path
-        if self.first is not None:
-            f = self.first.f
-        else:
-            try:
-                f = self.inp.open()
-            except OSError as e:
-                self.warnings.append(f"{name}: skipped, cannot open: {e.strerror or e}")
-                return
+        try:
+            f = self.inp.open()
+        except OSError as e:
+            self.warnings.append(f"{name}: skipped, cannot open: {e.strerror or e}")
+            return
         try:
             yield from self._scan(f)
         finally:
@@ -418,20 +303,13 @@ class Scan:
         # (gzip, a pipe) is judged when its first block is full
         self.may_quiet = size is not None and size > self.head + self.tail and self.prefilter.can_quiet
         tail_start = max(size - self.tail, 0) if size is not None else None
-        pre = self.first
-        pre_found = None  # the first block's search, done ahead
-        if pre is not None:
-            data, filled, eof, pre_found = pre.data, pre.filled, pre.eof, pre.found
-            if filled and self.on_bytes is not None:
-                self.on_bytes(filled)
-        else:
-            data = self.buffer if self.buffer is not None and len(self.buffer) == BLOCK else bytearray(BLOCK)
-            filled = 0  # bytes held in data
-            eof = False
+        data = self.buffer if self.buffer is not None and len(self.buffer) == BLOCK else bytearray(BLOCK)
         view = memoryview(data)
+        filled = 0  # bytes held in data
         offset = 0  # input offset of data[0]
         lineno = self.inp.info.first_line - 1  # lines before data[0]
         first = True
+        eof = False
         in_window = False
         window_until = -1  # a window stays open at least up to this line
         checked = 0
@@ -524,11 +402,7 @@ class Scan:
                         self.parsed += 1
                         yield lineno, text, True
                         continue
-                if pre_found is not None:
-                    hits = self._judge(*pre_found, data, end)
-                    pre_found = None
-                else:
-                    hits = found if found is not None else self._find(data, end)
+                hits = found if found is not None else self._find(data, end)
                 self.hits += len(hits)
                 hi = 0
                 pos = 0
