@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Iterator, Optional
 
-from slurmdoc.ingest.prefix import _collected
+from slurmdoc.ingest.prefix import _MONTH_FIRST, _collected
 from slurmdoc.ingest.stamps import ISO_TS
 
 Line = tuple[int, str, bool]  # (line number, text, prefilter hit) as the readers yield them
@@ -591,7 +591,6 @@ def _collector_end(raw: str) -> int:
     return end
 
 
-_MONTH_FIRST = frozenset("JFMASOND")
 _LABEL_OR_COLUMN = frozenset(" 0123456789[")
 _CODE_ENDS = frozenset("];m")
 

@@ -232,7 +232,7 @@ class Prefilter:
         exprs = sorted({e for es in guards.values() for e in es}) + _split_marked(words, self._marks, held - self._marks)
         return held, rest, exprs
 
-    def may_match(self, buf: bytearray, start: int, end: int) -> bool:
+    def may_match(self, buf: bytes | bytearray, start: int, end: int) -> bool:
         """Whether a rule may match the line buf[start:end], as the quiet search judges a line:
         an unguarded literal or a guarded literal's line superset is on it; a coloured line is
         judged with its escape sequences taken off, as the reader takes them off before any rule

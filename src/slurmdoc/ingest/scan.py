@@ -238,7 +238,7 @@ class Scan:
         s, e = _wrapped(data, floor, ls, le, end)
         if (s, e) != (ls, le):
             piece = bytes(data[s:e]).replace(b"\r\n", b"").replace(b"\n", b"")
-            if pf.may_match(bytearray(piece), 0, len(piece)):
+            if pf.may_match(piece, 0, len(piece)):
                 return False
         elif pf.may_match(data, ls, le):
             return False
