@@ -173,3 +173,32 @@ def test_a_traceback_cut_before_its_exception_is_explained_by_the_named_error_pr
                         ("e.log", [*cut, values])):
         d = diagnose([write(name, "\n".join(["epoch 3 done", *lines]))])
         assert d.root_cause.category == "python_exception", name
+
+
+def test_an_uncaught_cpp_exception_leads_over_a_later_peer_echo_unless_a_rule_reads_its_message(write):
+    """A process ends on an exception nothing caught (the C++ runtime's `terminate called after
+    throwing an instance of 'T'`, then `what(): <message>`); its peers then lose it (a socket
+    the peer closed, a communicator aborted). The process's own end stands first: the peers'
+    lines are echoes of it. When a rule reads the message on the `what():` line (a collective
+    timeout the watchdog turned into this exception), that finding is what the report is about
+    and leads in its place, cited at its own line; a message no rule reads leaves the
+    exception as the crash."""
+    head = "terminate called after throwing an instance of 'std::out_of_range'"
+    echoes = ("RuntimeError: [/opt/src/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.1.2.3]:17001",
+              "RuntimeError: NCCL communicator was aborted on rank 0.")
+    for echo in echoes:
+        lines = ["[rank0]: iteration 40 done", "[rank2]: iteration 40 done", f"[rank2]: {head}", "[rank2]:   what():  unordered_map::at",
+                 f"[rank0]: {echo}", f"[rank1]: {echo}"]
+        d = diagnose([write("a.log", "\n".join(lines))])
+        assert d.root_cause.rule_id == "uncaught-cpp-exception", echo
+        assert d.root_cause.rank == 2 and d.root_cause.source.endswith("a.log:3"), echo
+    # the message is a collective timeout a rule reads: that finding leads, at the what() line
+    timeout = "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=17, OpType=BROADCAST, Timeout(ms)=300000) ran for 300050 milliseconds before timing out."
+    lines = ["[rank2]: iteration 40 done", "[rank2]: terminate called after throwing an instance of 'c10::DistBackendError'",
+             f"[rank2]:   what():  {timeout}", f"[rank0]: {echoes[0]}"]
+    d = diagnose([write("b.log", "\n".join(lines))])
+    assert d.root_cause.rule_id == "nccl-watchdog-timeout" and d.root_cause.source.endswith("b.log:3")
+    # an echo printed before the exception (by time) is no echo of it: the earliest leads
+    lines = ["[rank0]: iteration 40 done", f"[rank0]: {echoes[0]}", f"[rank2]: {head}", "[rank2]:   what():  unordered_map::at"]
+    d = diagnose([write("c.log", "\n".join(lines))])
+    assert d.root_cause.rule_id == "peer-closed"

@@ -46,6 +46,10 @@ class Finding:
     # (merged into it): liveness asks whether the printer outlived that one
     repeated_at: Optional[int] = None
     pattern: int = 0  # the index of the rule's pattern that matched the cited line
+    # the finding on the message line its printer printed right below it, of another rule (an
+    # uncaught C++ exception's `what(): <message>` that a rule reads): what this report is
+    # about, which stands for it when it would lead (diagnosis.order.told)
+    inner: Optional["Finding"] = None
 
     @property
     def ts(self) -> Optional[datetime]:
@@ -164,6 +168,7 @@ class Collector:
         self.placements: dict[tuple[int, int, int], int] = {}  # (source, node index, local rank) -> rank
         self.named_locals: list[RankRef] = []  # local ranks named by launcher lines
         self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
+        self._heads: dict[tuple, Finding] = {}  # per stream: its latest new finding, echoes included
         self.seqs: dict[tuple, tuple[RankRef, int]] = {}  # rank -> collective it timed out in
         self.host_refs: list[tuple[RankRef, str, int]] = []  # (who, host, how sure) from srun lines, prefixes, summaries
         self.pid_ref: dict[tuple[int, str], RankRef] = {}  # (source, pid) -> the rank that process was
@@ -228,7 +233,7 @@ class Collector:
             self._note_hosts(event, match, refs)
             known = {r.key() for r in prev.refs}
             prev.refs.extend(r for r in refs if r.key() not in known)
-            self._note_last_words(prev, event)
+            self._note_last_words(prev, event, self._heads.get(stream))
             g = self.symptoms.get(rule.id)
             if g is not None:
                 for r in refs:
@@ -248,8 +253,10 @@ class Collector:
             # bounded memory whatever the number of printers: a report is merged with the
             # previous line of its stream; past this many streams, start over
             self._last.clear()
+            self._heads.clear()
         if prev is None or not inside(rule, prev):
             self._last[stream] = f
+        head, self._heads[stream] = self._heads.get(stream), f
         self._note_seq(f.refs, match.captures)
         self._note_hosts(event, match, f.refs)
         for r in f.refs:
@@ -276,7 +283,7 @@ class Collector:
                 self.error_lines.append(f)
             return
         self.categories.setdefault(rule.category, f)
-        self._note_last_words(f, event)
+        self._note_last_words(f, event, head)
         role = rule.role
         if role == "cause":
             if not self.causes.keep(f):
@@ -305,11 +312,17 @@ class Collector:
             if rule.spec.exit_evidence and len(self.exits) < 1000 and (nonzero(f) or (rule.spec.launcher_verdict and "exitcode" not in f.captures)):
                 self.exits.append(f)
 
-    def _note_last_words(self, f: Finding, event: Event) -> None:
-        """Keep a finding whose line is an uncaught C++ exception's `what():` message."""
+    def _note_last_words(self, f: Finding, event: Event, head: Optional[Finding]) -> None:
+        """Keep a finding whose line is an uncaught C++ exception's `what():` message; the
+        report its printer printed just before it (the runtime's `terminate called after
+        throwing ...`, a finding of another rule) is about that message (`inner`)."""
         if (event.kind == "line" and "what()" in event.lines[0] and WHAT.search(event.lines[0]) is not None
                 and len(self.last_words) < 1000 and (not self.last_words or self.last_words[-1] is not f)):
             self.last_words.append(f)
+            if (head is not None and head is not f and head.rule is not f.rule and head.inner is None
+                    and f.rule.role != "context" and head.event.kind == "line" and head.seq < event.seq
+                    and head.event.first.source == event.first.source):
+                head.inner = f
 
     def _note_seq(self, refs: list[RankRef], caps: dict[str, str]) -> None:
         """The collective a rank timed out in (NCCL's SeqNum / last enqueued work)."""

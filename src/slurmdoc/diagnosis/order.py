@@ -146,16 +146,25 @@ def _promote(symptoms: dict[str, Group], exits: list[Finding], lay: Layout, all_
         return earliest(lines or silent, skew), []
     alone = [g for g in symptoms.values() if g.first.rule.spec.root_if_alone and not g.first.rule.spec.exit_evidence]
     if alone:
-        root = earliest([g.first for g in alone], skew)
-        g = next(x for x in alone if x.first is root)
+        root = earliest([told(g.first) for g in alone], skew)
+        g = next((x for x in alone if x.first is root), None) or symptoms.get(root.rule.id)
         named = parse_tasks(root.captures.get("straggler") or "")
         if named:
             return root, named  # the text names the rank(s) the others waited for, the first leads
-        return root, stragglers_of(g, lay, all_ranks)
+        return root, stragglers_of(g, lay, all_ranks) if g is not None else []
     if symptoms:
-        return earliest([g.first for g in symptoms.values()], skew), []
+        return earliest([told(g.first) for g in symptoms.values()], skew), []
     # nothing but a launcher's summary of non-zero exits (e.g. only torchrun's output)
     return earliest(exits, skew), []
+
+
+def told(f: Finding) -> Finding:
+    """A report whose message its printer gave on the line below, in words another rule reads
+    (the C++ runtime's `terminate called after throwing ...`, then `what(): <a collective
+    timeout>`): that finding says what the report is about, and stands for it. A message no
+    rule reads leaves the report as it is: the process's own end, first in its process."""
+    inner = f.inner
+    return inner if inner is not None else f
 
 
 def aborted(f: Finding) -> bool:
