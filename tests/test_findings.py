@@ -199,3 +199,22 @@ def test_a_weaker_echo_among_a_reports_lines_does_not_split_the_report(write):
     cuda = "RuntimeError: CUDA error: an illegal memory access was encountered"
     d = diagnose([write("b.log", "\n".join(["step 12", generic, cuda, specific]))])
     assert d.root_cause.category == "cuda_error"
+
+
+def test_an_echo_inside_another_report_merges_its_own_next_lines(write):
+    """A process logs an error, then gives up on it in a report of another, weaker rule that
+    takes several lines (a failed CHECK's fatal record, then the `*** Check failure stack
+    trace: ***` banner above its frames). The echo does not split the first report, and its
+    own lines are one report too: one event, counted once among the symptoms."""
+    lines = [
+        "I0301 08:00:00.000000  700 solver.cpp:239] Iteration 300, loss = 0.41",
+        "E0301 08:00:01.000000  700 reader.cpp:52] Could not open file /data/shard-0007.bin: No such file or directory",
+        "F0301 08:00:01.000100  700 reader.cpp:53] Check failed: fd >= 0 (-1 vs. 0) cannot read the shard",
+        "*** Check failure stack trace: ***",
+        "    @     0x7f00aa001000  google::LogMessage::Fail()",
+        "    @     0x7f00aa002000  (unknown)",
+    ]
+    d = diagnose([write("a.log", "\n".join(lines))])
+    assert d.root_cause.category == "io_error"
+    checks = [s for s in d.symptoms if s.rule_id == "fatal-log-check"]
+    assert len(checks) == 1 and checks[0].count == 1 and checks[0].first_source.endswith("a.log:3")

@@ -206,6 +206,11 @@ class Collector:
                 self.marks.append(Mark(first.source, first.lineno, "end", (first.who.label, match.captures["attempt_end"])))
         stream = event.first.stream
         prev = self._last.get(stream)
+        if prev is not None and prev.rule is not rule and (head := self._heads.get(stream)) is not None and head.rule is rule:
+            # the next line of an echo printed inside another report (a failed CHECK's stack
+            # trace banner after the CHECK line, both below the error they report): the echo's
+            # own report goes on, and stays one finding
+            prev = head
         if (
             prev is not None
             and prev.rule is rule
