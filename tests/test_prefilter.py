@@ -379,3 +379,33 @@ def test_taking_escapes_off_a_block_reads_it_a_few_times_however_many_codes_it_h
     _Counted.looked = 0
     assert prefilter_mod.strip_escapes(raw) == prefilter_mod.ESCAPE.sub(b"", raw)
     assert _Counted.looked <= 8 * len(raw), (_Counted.looked, len(raw))
+
+
+@given(st.lists(st.text(alphabet="ab\u00e9 \r", max_size=90), max_size=30), st.integers(min_value=60, max_value=80))
+def test_a_rejoined_blocks_offsets_map_back_to_the_same_bytes(lines, width):
+    """rejoin() takes out the line end after every line of exactly `width` characters (CRLF
+    or LF); an offset in the rejoined text, mapped back as find_rejoined maps its hits, is the
+    raw byte that the text holds there, and nothing else is taken out."""
+    from bisect import bisect_right
+
+    raw = "\n".join(lines).encode()
+    text, at, gone = prefilter_mod.rejoin(raw, width)
+    assert len(raw) - len(text) == (gone[-1] if gone else 0)
+    for h in range(len(text)):
+        k = bisect_right(at, h)
+        assert raw[h + (gone[k - 1] if k else 0)] == text[h]
+    joined = sum(1 for i, ln in enumerate(lines[:-1]) if len(ln[:-1] if ln.endswith("\r") else ln) == width)
+    assert len(at) == joined
+
+
+def test_a_hard_wraps_width_is_the_longest_lines_whose_rest_goes_on():
+    """A block a terminal hard-wrapped: its longest lines are all of one length, each followed
+    by the rest of its line; the width is found, and a block with the same lines unwrapped has
+    none."""
+    long = [f"[rank{r}]: RuntimeError: the tensor of shape [{r}, 4096] on device cuda:{r} was freed while a collective still read it" for r in range(6)]
+    short = [f"[rank{r}]: step {i} loss 1.{i}" for i in range(3) for r in range(2)]
+    wrapped = [ln[i:i + 64] for ln in short + long for i in range(0, len(ln), 64)]
+    data = bytearray(("\n".join(wrapped) + "\n").encode())
+    assert prefilter_mod.wrap_width(data, len(data)) == 64
+    plain = bytearray(("\n".join(short + long) + "\n").encode())
+    assert prefilter_mod.wrap_width(plain, len(plain)) == 0

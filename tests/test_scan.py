@@ -639,3 +639,48 @@ def test_a_line_no_rule_matches_just_before_an_error_keeps_the_errors_lines_befo
     exact = _json([str(log)], budget=None)
     assert exact["root_cause"]["timestamp"] is not None
     assert _key(_json([str(log)], budget=_SMALL)) == _key(exact)
+
+
+def _hard_wrap(lines: list[str], width: int) -> list[str]:
+    """Lines as a terminal of `width` columns shows them when copied: each longer line cut
+    into pieces of `width` characters, the last piece holding the rest."""
+    return [ln[i: i + width] for ln in lines for i in range(0, max(len(ln), 1), width)]
+
+
+_LAUNCH = ["$ srun --nodes=2 --ntasks-per-node=4 python -m torch.distributed.run --nproc-per-node 4 "
+           "train.py --tensor-parallel 2 --pipeline-parallel 2 --micro-batch-size 4 --global-batch-size 512",
+           "W1203 04:05:06.000000 140 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable "
+           "for each process to be 1 in default, to avoid your system being overloaded",
+           "[rank0]: using world size: 8, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel "
+           "size: 2, pipeline-model-parallel size: 2"]
+_TIMEOUT = ("[rank1]:[E ProcessGroupNCCL.cpp:455] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600123 milliseconds before timing out.")
+
+
+@pytest.mark.parametrize("width", range(60, 141, 4))
+def test_a_keyword_a_terminals_hard_wrap_cut_in_two_deep_in_a_long_log_is_found(width, tmp_path):
+    """A long log copied from a terminal that hard-wrapped every line at its width: a rule's
+    keyword that the wrap cut in two is in neither piece, so a search of the raw bytes does not
+    see it, while the exact reader rejoins the pieces and reads it. The wrap shows in the log's
+    first lines (the launch command, a launcher's warning, the run's sizes); deep in the log,
+    past head and window reach, the fast reader finds the cut keyword too and names what the
+    exact reader names."""
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(_hard_wrap([*_LAUNCH, *_STEPS, _TIMEOUT, *_AFTER], width)) + "\n")
+    exact = _json([str(log)], budget=None)
+    assert exact["root_cause"]["category"] == "nccl_timeout"
+    stats: dict = {}
+    assert _key(_json([str(log)], budget=Budget(head=2 << 10, min_head=2 << 10, tail=4 << 10, min_tail=4 << 10), stats=stats)) == _key(exact)
+    assert stats["parsed"] < stats["lines"] / 2  # the fast reader did skip most of the log
+
+
+def test_a_long_log_of_fixed_format_records_is_not_taken_for_a_hard_wrap():
+    """Records of one template that share their length (each the next record of its kind, or
+    behind an srun label) show no wrap: the block is searched once, raw."""
+    steps = "".join(f"[rank{r}]: 2031-02-03 04:05:{i % 60:02d} iteration {1000 + i} | loss 1.{i % 10}{r} | lr 1.0e-04 | grad norm 0.{r}{i % 10}\n"
+                    for i in range(300) for r in range(4))
+    labelled = "".join(f"{r:3d}: iteration {1000 + i} | loss 1.{i % 10} | lr 1.0e-04 | grad norm 0.5{i % 10} | tokens/s 8123{i % 10}\n"
+                       for i in range(300) for r in range(8, 12))
+    for text in (steps, labelled):
+        data = bytearray(text.encode())
+        assert prefilter_mod.wrap_width(data, len(data)) == 0

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import os
+from bisect import bisect_right
 import queue
 import re
 import threading
 from typing import Callable, Optional
 
-from slurmdoc.ingest.damage import ANSI
+from slurmdoc.ingest.damage import ANSI, MAX_WIDTH, MIN_WIDTH, RECORD_START, WIDTH_CONFIRM, WIDTH_WINDOW, _kind, _label_end
 from slurmdoc.ingest.hsdb import (
     HS_HEAD,
     _held_blob,
@@ -281,6 +282,19 @@ class Prefilter:
             return [m.start() for m in self._re.finditer(buf, 0, end)], 0
         return [], 0
 
+    def find_rejoined(self, buf: bytearray, end: int, width: int, quiet: bool = False) -> list[int]:
+        """find() on buf[:end] as it reads with a terminal's hard wrap at `width` undone
+        (rejoin): a keyword the wrap cut in two is in neither piece, so the search of the raw
+        block cannot see it. Each offset found is given back as its offset in the raw block."""
+        text, at, gone = rejoin(bytes(memoryview(buf)[:end]), width)
+        if not at:
+            return []
+        out = []
+        for h in self.find(bytearray(text), len(text), quiet):
+            k = bisect_right(at, h)
+            out.append(h + gone[k - 1] if k else h)
+        return out
+
     def _scratch(self, db) -> object:
         """This thread's scratch space for `db`. A database's own is one for all threads, and
         two threads may search at once (a big input's read-ahead on its thread, may_match on
@@ -488,6 +502,75 @@ def strip_escapes(raw: bytes) -> bytes:
 
 SAMPLE = 1 << 16  # bytes after the first escape byte whose sequences are taken as the log's
 FEW = 5  # distinct sequences replaced throughout at most (about the regex's time at 5, on 8 MiB)
+
+
+WRAP_SAMPLE = 16 << 10  # bytes at a block's start measured for a terminal's hard wrap
+WRAP_HEAD = 1 << 20  # bytes at an input's start measured for it (the whole input keeps what they show)
+
+
+def wrap_width(buf: bytearray, end: int, sample: int = WRAP_SAMPLE) -> int:
+    """The width a terminal hard-wrapped the lines at the start of buf[:end] at (its first
+    `sample` bytes), or 0.
+
+    Under a hard wrap no line is longer than the width, and every line that reached it goes on
+    on the next: so the longest line of the sample (MIN_WIDTH to MAX_WIDTH characters), when
+    WIDTH_CONFIRM lines of that length are each followed by a line that cannot be a record of
+    its own (not blank, no record's start, not the next line of the same kind or srun label)
+    the way the repair (damage.py) reads a wrap's rest. Bytes are measured first (a line has at
+    least as many bytes as characters): most blocks are ruled out without decoding a line."""
+    raw = bytes(memoryview(buf)[:min(end, sample)])
+    lines = raw.split(b"\n")[:-1]
+    if len(lines) <= WIDTH_CONFIRM:
+        return 0
+    sizes = [len(x) - (x[-1:] == b"\r") for x in lines]
+    if max(sizes) < MIN_WIDTH:
+        return 0
+    if raw.isascii():
+        text = None
+        width = max(sizes)
+    else:
+        text = [x.decode("utf-8", "replace").rstrip("\r") if n >= MIN_WIDTH else "" for x, n in zip(lines, sizes)]
+        sizes = [len(t) for t in text]
+        width = max(sizes)
+    if not MIN_WIDTH <= width <= MAX_WIDTH:
+        return 0
+    at = [i for i, n in enumerate(sizes[:-1]) if n == width][:WIDTH_WINDOW]  # (a template's lines: judged by the first few)
+    wraps = 0
+    for i in at:
+        line = text[i] if text is not None else lines[i].decode("ascii").rstrip("\r")
+        rest = lines[i + 1].decode("utf-8", "replace")
+        if not rest.strip() or RECORD_START.match(rest) or _kind(rest) == _kind(line) or (_label_end(rest) and _label_end(line)):
+            continue
+        wraps += 1
+        if wraps >= WIDTH_CONFIRM:
+            return width
+    return 0
+
+
+def rejoin(raw: bytes, width: int) -> tuple[bytes, list[int], list[int]]:
+    """`raw` with the line end after every line `width` characters long taken out (a hard
+    wrap undone, as the repair joins the pieces before any rule reads them), and where: the
+    offsets in the text at which a line end was taken out (sorted), and how many bytes were
+    taken out up to each (so text offset h is raw offset h + gone[k - 1], k the number of
+    those offsets at or before h)."""
+    lines = raw.split(b"\n")
+    parts: list[bytes] = []
+    at: list[int] = []
+    gone: list[int] = []
+    t = n = 0
+    last = len(lines) - 1
+    for i, ln in enumerate(lines):
+        body = ln[:-1] if ln[-1:] == b"\r" else ln
+        if i < last and len(body) >= width and (len(body) if body.isascii() else len(body.decode("utf-8", "replace"))) == width:
+            parts.append(body)
+            t += len(body)
+            n += len(ln) - len(body) + 1
+            at.append(t)
+            gone.append(n)
+        else:
+            parts.append(ln if i == last else ln + b"\n")
+            t += len(parts[-1])
+    return b"".join(parts), at, gone
 
 
 def _after_newlines(raw: bytes, at: int, k: int) -> int:

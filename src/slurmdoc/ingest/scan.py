@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, NoReturn, Optional
 
 from slurmdoc.ingest.damage import MAX_HOLD, MIN_WIDTH
-from slurmdoc.ingest.prefilter import Prefilter, count_lf, dense
+from slurmdoc.ingest.prefilter import WRAP_HEAD, WRAP_SAMPLE, Prefilter, count_lf, dense, wrap_width
 from slurmdoc.ingest.sources import MAX_LINE, MAX_LINE_WARNINGS, READ_ERRORS, SNIFF, Gunzipped, Input, _Prefixed, _utf16_lines, damage, looks_binary, read_failure
 
 
@@ -192,6 +192,10 @@ class Scan:
         self.quiet = False
         self.may_quiet = False
         self.quiet_note = ""  # said when the input is done (the read-ahead's thread may find it)
+        # the width a terminal hard-wrapped the input at, as its start shows it (0: none seen);
+        # every block is searched rejoined at it (a block showing a wrap of its own: at that)
+        self.wrap = 0
+        self.sampled = False  # the block being searched is the first, measured for the wrap already
 
     # ---- helpers ------------------------------------------------------------------
     def _long(self, lineno: int, skipped: int) -> None:
@@ -216,7 +220,19 @@ class Scan:
     def _find(self, data: bytearray, end: int) -> list[int]:
         """The block's prefilter hits. Once a block is dense with hits of guarded literals,
         it and the rest of the input are searched quietly (called by one thread at a time:
-        this one, then the read-ahead's)."""
+        this one, then the read-ahead's). A block whose lines a terminal hard-wrapped is
+        searched as it reads rejoined too: a keyword the wrap cut in two is in neither piece,
+        and the exact reader, which rejoins the pieces first, finds it."""
+        hits = self._find_raw(data, end)
+        width = self.wrap or (0 if self.sampled else wrap_width(data, end))
+        self.sampled = False
+        if width:
+            more = self.prefilter.find_rejoined(data, end, width, self.quiet)
+            if more:
+                hits = sorted(set(hits).union(more))
+        return hits
+
+    def _find_raw(self, data: bytearray, end: int) -> list[int]:
         if self.quiet:
             return self.prefilter.find(data, end, quiet=True)
         hits, loud = self.prefilter.search(data, end)
@@ -365,6 +381,8 @@ class Scan:
                         offset = 3
                     if size is None and filled == BLOCK:
                         self.may_quiet = self.prefilter.can_quiet
+                    self.wrap = wrap_width(data, filled, min(WRAP_HEAD, max(self.head, WRAP_SAMPLE)))
+                    self.sampled = True
                     nl = data.find(b"\n", 0, min(filled, MAX_LINE))
                     if looks_binary(bytes(data[: min(nl + 1 if nl >= 0 else filled, SNIFF)])):
                         self.warnings.append(f"{self.inp.info.path}: skipped, binary data, not a text log")
