@@ -180,6 +180,13 @@ class KeywordIndex:
 WRAPPED = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\((?P<inner>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\)(?P<rest>:.*)?$")
 
 
+
+def no_signal(m) -> bool:
+    """A reporter's words for a process ended by a signal whose `sig` is a number that names
+    none (`(signal 0)`: signal 0 is the null signal, which ends nothing): no report."""
+    sig = m.groupdict().get("sig")
+    return sig is not None and to_int(sig) is not None and signum(sig) is None
+
 def unwrapped(line: str) -> Optional[str]:
     """The exception line as the wrapped class's own (`ImportError: <message>` for
     `RayTaskError(ImportError): <message>`), or None when the line wraps no class. Rules try
@@ -330,20 +337,21 @@ class Matcher:
                     return None
             if rule.raised_in:
                 return self._match_raised(rule, event) if event is not None and event.kind == "traceback" else None
+            signals = rule.spec.reports_signal
             for i, pat in enumerate(rule.patterns):
                 lit = self._literal(pat)
                 if origin is not None and (not lit or lit in origin):
                     m = _search(pat, origin)
-                    if m:
+                    if m and not (signals and no_signal(m)):
                         return -1, {k: v for k, v in m.groupdict().items() if v is not None}, i
                 if inner is not None and (not lit or lit in inner):
                     m = _search(pat, inner)
-                    if m:
+                    if m and not (signals and no_signal(m)):
                         return -1, {k: v for k, v in m.groupdict().items() if v is not None}, i
                 if lit and lit not in text:
                     continue
                 m = _search(pat, text)
-                if m:
+                if m and not (signals and no_signal(m)):
                     caps = {k: v for k, v in m.groupdict().items() if v is not None}
                     return m.start(), caps, i
         except TimeoutError:
