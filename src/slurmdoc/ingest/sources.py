@@ -168,10 +168,13 @@ class _Salvage(io.RawIOBase):
 
     GzipFile raises on a truncated or corrupt stream, and a large read loses the data it
     had decompressed. Here the stream just ends where the damage is, and the damage is kept
-    for the reader to report (`damage()`), after it has diagnosed the lines before it."""
+    for the reader to report (`damage()`), after it has diagnosed the lines before it.
+    Closing it closes the compressed file under it too (GzipFile leaves a file it was handed
+    open), whatever state the damage left the decompressor in."""
 
-    def __init__(self, gz: gzip.GzipFile) -> None:
+    def __init__(self, gz: gzip.GzipFile, src: BinaryIO) -> None:
         self.gz = gz
+        self.src = src
         self.error: Optional[BaseException] = None
 
     def readable(self) -> bool:
@@ -193,7 +196,11 @@ class _Salvage(io.RawIOBase):
             self.gz.close()
         except Exception:  # closing a damaged gzip can raise again
             pass
-        super().close()
+        finally:
+            try:
+                self.src.close()
+            finally:
+                super().close()
 
 
 class Gunzipped(io.BufferedReader):
@@ -216,7 +223,7 @@ def read_failure(name: str, e: BaseException, lines: int) -> str:
 
 
 def _gunzip(f: BinaryIO) -> BinaryIO:
-    return Gunzipped(_Salvage(gzip.GzipFile(fileobj=f, mode="rb")), buffer_size=1 << 16)  # type: ignore[return-value]
+    return Gunzipped(_Salvage(gzip.GzipFile(fileobj=f, mode="rb"), f), buffer_size=1 << 16)  # type: ignore[return-value]
 
 
 def _open_file(path: str) -> BinaryIO:
@@ -230,7 +237,11 @@ def _open_file(path: str) -> BinaryIO:
         f = io.BufferedReader(_UpTo(f, st.st_size), buffer_size=1 << 16)  # type: ignore[assignment]
     else:  # a pipe or FIFO (`<(zcat job.log.gz)`): read until its writer closes it
         f = io.BufferedReader(f, buffer_size=1 << 16)  # type: ignore[assignment]
-    head = f.peek(2)[:2] if hasattr(f, "peek") else b""
+    try:
+        head = f.peek(2)[:2] if hasattr(f, "peek") else b""
+    except BaseException:
+        f.close()  # unreadable from its first byte: not left open for the collector
+        raise
     if head == b"\x1f\x8b":
         return _gunzip(f)
     return f
