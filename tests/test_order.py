@@ -202,22 +202,3 @@ def test_an_uncaught_cpp_exception_leads_over_a_later_peer_echo_unless_a_rule_re
     lines = ["[rank0]: iteration 40 done", f"[rank0]: {echoes[0]}", f"[rank2]: {head}", "[rank2]:   what():  unordered_map::at"]
     d = diagnose([write("c.log", "\n".join(lines))])
     assert d.root_cause.rule_id == "peer-closed"
-
-
-def test_a_reduced_fp16_loss_scale_is_healthy_alone_and_explains_only_a_wordless_end(write):
-    """fp16's dynamic loss scaling halves the scale after an overflowing step and skips that
-    step: a healthy run prints it (a notice, then the new scale, on one line or two), wherever
-    the scale goes, and a log cut or ended cleanly right after it is no failure. The run failed
-    when the scaler gives up (its scale at the minimum) or when the process then ends with no
-    words of its own (a plain non-zero exit): the collapsed scale is why."""
-    notice = ["step 880 | loss 3.117 | lr 2e-4", "[fp16] INFO: Overflow detected in the gradients, skipping step 881", "loss scale: 0.5"]
-    one_line = ["step 880 | loss 3.117 | lr 2e-4", "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 0.25"]
-    for name, lines in (("a.log", notice), ("b.log", notice + ["training finished"]), ("c.log", one_line),
-                        ("d.log", one_line + ["step 882 | loss 3.101 | lr 2e-4", "All done, exiting."])):
-        d = diagnose([write(name, "\n".join(lines))])
-        assert d.status == "no_failure", name
-        assert not d.handled, name
-    d = diagnose([write("e.log", "\n".join(notice + ["srun: error: gpu-3: task 0: Exited with exit code 1"]))])
-    assert d.root_cause.category == "numerical" and d.root_cause.source.endswith("e.log:3")
-    d = diagnose([write("f.log", "\n".join(notice + ["Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."]))])
-    assert d.root_cause.category == "numerical" and d.root_cause.source.endswith("f.log:4")

@@ -131,7 +131,7 @@ class Liveness:
         self.not_stops = _by_source(
             (f, f.event.first.lineno)
             for f in list(c.causes) + [g.first for g in c.symptoms.values()] + list(c.exits) + list(c.error_lines)
-            if not stop_request(f) and f.rule.role != "context" and not f.rule.spec.healthy_alone)
+            if not stop_request(f) and f.rule.role != "context")
         self._memo: dict[int, Optional[str]] = {}
 
     def resumed(self, f: Finding) -> Optional[str]:

@@ -38,7 +38,7 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     # a traceback Python printed for an exception it dropped (`Exception ignored in: ...`) is
     # handled whatever follows it: the process went on
     alive = (lambda f: not f.event.unraised and not live.handled(f)) if live is not None else (lambda f: not f.event.unraised)
-    handled = [f for f in c.causes + [g.first for g in c.symptoms.values()] + c.error_lines if not alive(f) and not f.rule.spec.healthy_alone]
+    handled = [f for f in c.causes + [g.first for g in c.symptoms.values()] + c.error_lines if not alive(f)]
     causes = unquoted([f for f in c.causes if alive(f)])
     waived = [f for f in causes if f.event.waived]
     if waived and (len(waived) < len(causes) or c.symptoms or c.exits):
@@ -66,9 +66,7 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
         root = (explained_abort(root, [f for f in c.last_words if alive(f)], lay)
                 or explained_exit(root, lines, lay) or explained_cut(root, lines, lay) or root)
         return Choice(root, True, stragglers, handled=handled)
-    # a state healthy runs also pass through (`healthy_alone`: fp16's loss scale halved after
-    # overflowing steps) only explains an end above; alone it is no failure
-    lines = [f for f in c.error_lines if alive(f) and not f.rule.spec.healthy_alone]
+    lines = [f for f in c.error_lines if alive(f)]
     if lines:
         return Choice(earliest(lines, c.skew), True, handled=handled)
     return Choice(handled=handled)

@@ -175,7 +175,7 @@ def show_rule(book: Rulebook, rule_id: str) -> str:
     if rule.replaces:
         out.append(f"  replaces  {rule.replaces}")
     out.append(f"  category  {s.category}   role {s.role}   priority {s.priority}   scope {s.scope}   attribution {s.attribution}")
-    flags = [n for n in ("ignore_case", "root_if_alone", "launcher_verdict", "missing_rank_is_root", "defer_to_straggler", "exit_evidence", "clean_end", "healthy_alone") if getattr(s, n)]
+    flags = [n for n in ("ignore_case", "root_if_alone", "launcher_verdict", "missing_rank_is_root", "defer_to_straggler", "exit_evidence", "clean_end") if getattr(s, n)]
     if flags:
         out.append(f"  flags     {', '.join(flags)}")
     if s.refine_with:
@@ -644,8 +644,6 @@ def lint_rule(rule: Rule, book: Rulebook) -> list[Problem]:
             add("error", "refine_with", f"no rule in the pack has category '{c}', so this link never applies")
     if s.role != "symptom" and s.root_if_alone:
         add("warning", "root_if_alone", f"only a symptom can stand in as the root cause; on a {s.role} rule it has no effect")
-    if s.healthy_alone and s.evidence != "error_line":
-        add("warning", "healthy_alone", "only a finding on the bottom rung (`evidence: error_line`) explains a wordless end; on this rule it has no effect")
     return out
 
 

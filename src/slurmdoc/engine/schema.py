@@ -164,9 +164,6 @@ class RuleSpec(_Strict):
     # whose `signals` hold that signal, and this rule's only when no rule claims it
     reports_signal: bool = False
     persists: bool = False  # a state, not an event: judged at its printer's last repetition
-    # (bottom-rung rules) a state healthy runs also pass through: alone it is no failure; it
-    # only says why a process's wordless end (a plain exit, a cut traceback) came
-    healthy_alone: bool = False
     # the rule also reads a wrapper exception's line as the wrapped class's own
     # (`Wrapper(Inner): msg` as `Inner: msg`, engine.matcher.unwrapped)
     reads_wrapped: bool = True
