@@ -218,6 +218,20 @@ def test_a_programs_numbered_list_is_not_a_launchers_rank_tags(write):
     assert d.status == "no_failure" and d.ranks_seen == 0
 
 
+def test_ranks_read_before_mpichs_tags_are_confirmed_count_as_ranks(write):
+    # MPICH's `[N] ` tags are confirmed only once a number recurs or heads a traceback: every
+    # rank that printed before that (one line each, in rank order) was read untagged, yet it
+    # is a rank of the job: all 8 count, and the one that failed is named, not "all ranks"
+    log = ["[0] starting on host-a", *(f"[{r}] rank {r} of 8 ready" for r in range(8)),
+           "[5] Traceback (most recent call last):", '[5]   File "/srv/fit.py", line 40, in <module>',
+           "[5]     torch.cuda.set_device(5)", "[5] RuntimeError: CUDA error: invalid device ordinal"]
+    d = diagnose([write("mpich.log", "\n".join(log[1:]) + "\n")])
+    assert d.ranks_seen == 8 and d.root_cause.rank == 5 and d.root_cause.category == "cuda_error"
+    # one rank's line that recurs confirms them just as well
+    d = diagnose([write("mpich2.log", "\n".join(log) + "\n")])
+    assert d.ranks_seen == 8 and d.root_cause.rank == 5
+
+
 def test_time_limit(write):
     d = diagnose([write("job.log", "[rank0]: iteration 5\nslurmstepd: error: *** JOB 1234 ON node-3 CANCELLED AT 2025-03-02T00:00:12 DUE TO TIME LIMIT ***\n")])
     assert d.root_cause.category == "time_limit"

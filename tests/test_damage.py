@@ -99,6 +99,16 @@ def test_line_number_column_taken_off_when_consistent():
         assert fix(pasted) == TB, form
 
 
+def test_numbers_counting_from_0_with_the_lines_are_no_viewers_column():
+    # a viewer numbers the lines it shows from 1: bracketed numbers that start at 0 and go up
+    # one a line (MPICH's `[N] ` tags when ranks 0, 1, 2, ... each print one line in turn) are
+    # the program's, kept, however many lines follow in step; a viewer's column from 1 still goes
+    lines = ["job 41 on 2 nodes"] + [f"[{r}] rank {r} ready on device {r % 4}" for r in range(12)]
+    assert fix(lines) == lines
+    pasted = [f"[{i + 1}] rank {i} ready on device {i % 4}" for i in range(12)]
+    assert fix(pasted) == [f"rank {i} ready on device {i % 4}" for i in range(12)]
+
+
 # a collector's time in each of the forms the prefix parser reads as one (dated, with a zone,
 # in brackets before an srun label, year-less)
 COLLECTOR_TIMES = ["2026-11-27T13:40:01.123456789Z ", "2026-11-27 13:40:01.123 ", "2026-11-27T13:40:01+01:00 ", "Nov 27 13:40:01 "]

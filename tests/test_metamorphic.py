@@ -504,18 +504,8 @@ LABEL_AS_AGENT = (
     "core: in a torchrun job whose worker lines carry srun-style labels, a label over a torchrun "
     "traceback is read as the agent's (a node), not a rank, so the rank the label gives is dropped"
 )
-RANKS_IN_LINE_ORDER = (
-    "ingest: under MPICH's `[N] ` tag, ranks that print one line each in rank order look like a "
-    "log viewer's `[123] ` line-number column (numbers advancing with the lines) and lose their tag. "
-    "Two facts are needed, neither enough alone: the column stage must not take numbers that count "
-    "from 0 with the lines (viewers number from 1), and the prefix parser, which confirms MPICH's "
-    "tags only once a number recurs or stands before a traceback, must count the ranks it saw once "
-    "before confirming (in one streaming pass their lines are already read as untagged); with only "
-    "the first, ranks_seen stays at the 8 that failed and the root reads as all ranks"
-)
 # (case, style) -> the general form that fails today
 PREFIX_MISSES: dict[tuple[str, str], str] = {
-    ("documented/invalid_device_ordinal", "hydra"): RANKS_IN_LINE_ORDER,
     ("launchers/acc_straggler", "none"): NO_RANK_PREFIX,
     ("launchers/acc_straggler", "host"): NO_RANK_PREFIX,
     ("launchers/acc_straggler", "ray"): NO_RANK_PREFIX,

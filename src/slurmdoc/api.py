@@ -225,6 +225,9 @@ def diagnose(
                 observe(ll)
                 if ll.stream not in seen and ll.origin == "rank":
                     note(ll.stream, ll.who)  # only printers with a rank count for the layout
+                if parser.late:
+                    for stream, who in parser.take_late():
+                        note(stream, who)  # ranks a prefix was confirmed for after their lines
                 for ev in assembler.feed(ll):
                     m = classify(ev)
                     if m is not None:

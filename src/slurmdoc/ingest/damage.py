@@ -113,6 +113,10 @@ class Repair:
         # line-number column
         self.col_offset: Optional[int] = None  # confirmed: column number - line number
         self.col_pending: list[tuple[int, str, bool, int]] = []  # (n, raw, hit, offset) being confirmed
+        # numberings that counted from 0 (column number - line number): a viewer numbers its
+        # lines from 1, so lines counting on from a 0 are a program's numbers (MPICH's rank
+        # tags when ranks print one line each in rank order), never a column
+        self.not_col: set[int] = set()
         # lost indentation
         self.after_frame = False  # the previous line was an unindented frame line
         self.after_code = False  # ... or the source line under one
@@ -256,7 +260,17 @@ class Repair:
                 self._release_column(out)
             self._indent(n, raw, hit, out)
             return
-        offset = int(m.group(1) or m.group(2)) - n
+        number = int(m.group(1) or m.group(2))
+        offset = number - n
+        if number == 0 or offset in self.not_col:
+            if number == 0 and len(self.not_col) < 64:
+                self.not_col.add(offset)
+            if self.col_offset == offset:
+                self.col_offset = None
+            if self.col_pending:
+                self._release_column(out)
+            self._indent(n, raw, hit, out)
+            return
         if self.col_offset is not None:
             if offset == self.col_offset:
                 self._indent(n, raw[m.end():], hit, out)

@@ -257,6 +257,9 @@ class PrefixParser:
         self._tag_votes: dict[str, int] = {}
         self._printers: dict[tuple, tuple[RankRef, tuple]] = {}  # see _printer
         self._hydra: dict[int, object] = {}  # input -> True (MPICH's `[N] ` tags confirmed), or the numbers seen once
+        # printers (stream, who) known only once MPICH's tags were confirmed: the ranks whose
+        # lines came before, read then as untagged; the reader takes them (`take_late`)
+        self.late: list[tuple[tuple, RankRef]] = []
         self._zones: dict[int, timedelta] = {}  # input -> its program's zone offset from the collector's clock
 
     def _printer(self, stream: tuple, src: SourceInfo, label: Optional[int], rank: Optional[int], local: Optional[int], hinted: bool) -> tuple[RankRef, tuple]:
@@ -269,18 +272,30 @@ class PrefixParser:
             got = self._printers[stream] = (RankRef(src.index, label, rank, local, src.node_index_hint, hinted), stream)
         return got
 
-    def _hydra_tag(self, source: int, n: str, raw: str, end: int) -> bool:
+    def take_late(self) -> list[tuple[tuple, RankRef]]:
+        """The printers learnt late (see `late`), once each."""
+        got, self.late = self.late, []
+        return got
+
+    def _hydra_tag(self, src: SourceInfo, n: str, raw: str, end: int) -> bool:
         """Is `[n] ` at the head of `raw` MPICH's rank tag? It stands before every line of its
         rank, so it recurs, and before a traceback's lines; a program's numbered list (`[1]
         Preparing data`) names each number once. A number seen before in the input, or one
         before a traceback's header, frame or exception line, is a rank's tag, and from then on
-        every `[N] ` of the input is; a number seen once before a program's words is not."""
+        every `[N] ` of the input is; a number seen once before a program's words is not. The
+        numbers seen once before that are ranks too (their lines, already read, stay untagged):
+        they count among the printers (`late`)."""
+        source = src.index
         seen = self._hydra.get(source)
         if seen is True:
             return True
         if (seen is not None and n in seen) or TAG_REST.match(raw, end) is not None:
             if not self._peeking:
                 self._hydra[source] = True
+                for num in sorted(seen or (), key=int):
+                    if num != n and len(self.late) < 1024:
+                        rank = int(num)
+                        self.late.append(self._printer((source, "rank", None, rank, None, None, None, False), src, None, rank, None, False)[::-1])
             return True
         if not self._peeking:
             if seen is None:
@@ -510,7 +525,7 @@ class PrefixParser:
             if c == "[" and raw.find("]<std", pos, pos + 96) >= 0 and (m := MPI_TAG.match(raw, pos)) is not None:
                 rank, pos = int(m.group(1)), m.end()
             elif (c == "[" and raw[pos + 1 : pos + 2].isdigit() and (m := HYDRA_TAG.match(raw, pos)) is not None and SHELL_JOB.match(raw, pos) is None
-                  and self._hydra_tag(src.index, m.group(1), raw, m.end())):
+                  and self._hydra_tag(src, m.group(1), raw, m.end())):
                 rank, pos = int(m.group(1)), m.end()
             elif c == "[" and raw.startswith("pod/", pos + 1) and (m := KUBE_TAG.match(raw, pos)) is not None:
                 tag, pos = m.group(1), m.end()
