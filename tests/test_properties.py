@@ -232,10 +232,7 @@ def test_noise_around_a_rule_example_yields_exactly_that_finding(tmp_path_factor
     got_alone = diagnose([str(alone)], rulebook=BOOK)
     got = diagnose([str(noisy)], rulebook=BOOK)
     found = {s.rule_id for s in got.symptoms} | ({got.root_cause.rule_id} if got.root_cause else set())
-    if rule.spec.healthy_alone:
-        # a state healthy runs also pass through is no failure alone (`healthy_alone`)
-        assert got.status == "no_failure"
-    elif rule.role == "cause":
+    if rule.role == "cause":
         assert got.root_cause is not None and got.root_cause.rule_id == rule.id
     elif rule.role == "symptom" or rule.spec.exit_evidence:
         # a launcher summary whose entry carries the rank's own evidence (its `traceback :`
