@@ -153,7 +153,7 @@ def classify_origin(text: str, logged: bool = False) -> Optional[str]:
 
 
 
-def _collector_end(raw: str, year: int) -> int:
+def _dated_collector_end(raw: str, year: int) -> int:
     """Where a log collector's time in front of the line ends (0: none). A collector (a
     container runtime's or a CI runner's timestamps, a log shipper's) writes a full date and
     time and one blank before every line it passes on, whatever the line is: a rank's
@@ -182,9 +182,9 @@ _MONTH_FIRST = frozenset("JFMASOND")
 
 
 def _collected(raw: str, year: int) -> tuple[int, Optional[re.Match]]:
-    """Where a collector's time in front of the line ends (0: none), dated (`_collector_end`) or
+    """Where a collector's time in front of the line ends (0: none), dated (`_dated_collector_end`) or
     year-less; for a year-less one, its SYSLOG_HEAD match (time, and journald's process)."""
-    end = _collector_end(raw, year)
+    end = _dated_collector_end(raw, year)
     if not end and raw[3:4] == " " and raw[:1] in _MONTH_FIRST and (m := SYSLOG_HEAD.match(raw)) is not None:
         return m.end(), m
     return end, None
