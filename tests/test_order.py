@@ -202,3 +202,17 @@ def test_an_uncaught_cpp_exception_leads_over_a_later_peer_echo_unless_a_rule_re
     lines = ["[rank0]: iteration 40 done", f"[rank0]: {echoes[0]}", f"[rank2]: {head}", "[rank2]:   what():  unordered_map::at"]
     d = diagnose([write("c.log", "\n".join(lines))])
     assert d.root_cause.rule_id == "peer-closed"
+    # every line stamped (a collector's clock): the peers' echoes a moment later, within the
+    # clock-skew allowance, are still echoes, not a more specific cause that rivals it
+    stamped = [f"2031-05-06T07:08:0{s}Z {line}" for s, line in
+               ((1, "[rank0]: iteration 40 done"), (2, f"[rank2]: {head}"), (2, "[rank2]:   what():  unordered_map::at"),
+                (2, f"[rank0]: {echoes[0]}"), (3, f"[rank1]: {echoes[1]}"))]
+    d = diagnose([write("t.log", "\n".join(stamped))])
+    assert d.root_cause.rule_id == "uncaught-cpp-exception" and d.root_cause.rank == 2
+    # a native logging library's fatal record (a failed CHECK, then its stack trace banner) is
+    # the process's own end in the same way
+    check = ["[rank2]: F0412 07:00:01.000100 7 sampler.cc:81] Check failed: idx < n (1024 vs. 1000) index past the shard",
+             "[rank2]: *** Check failure stack trace: ***"]
+    for echo in echoes:
+        d = diagnose([write("d.log", "\n".join(["[rank0]: iteration 40 done", *check, f"[rank0]: {echo}", f"[rank1]: {echo}"]))])
+        assert d.root_cause.rule_id == "fatal-log-check" and d.root_cause.rank == 2, echo

@@ -100,7 +100,8 @@ def earliest(cands: list[Finding], skew: timedelta) -> Finding:
     rivals = [
         f
         for f in timed
-        if f.event.first.stream != first.event.first.stream
+        if f.rule.role == "cause"  # (a symptom is an echo: one stamped a moment later is no rival)
+        and f.event.first.stream != first.event.first.stream
         and f.ts <= first.ts + skew  # type: ignore[operator]
         and f.rule.spec.priority > first.rule.spec.priority
         and f.rule.category not in first.rule.spec.refine_with  # that one refines `first` instead
