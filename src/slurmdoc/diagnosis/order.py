@@ -17,6 +17,10 @@ from slurmdoc.diagnosis.layout import Layout
 from slurmdoc.diagnosis.liveness import Liveness
 from slurmdoc.diagnosis.ranks import parse_tasks, to_int
 
+# categories that are by definition the consequence of another failure (a launcher stopping
+# the processes that survived it)
+CONSEQUENCES = frozenset({"sigterm_cascade"})
+
 # a process ended by SIGABRT, in the words launchers and shells use
 ABORT_WORDS = re.compile(r"\bAbort(?:ed)?\b|\bSIGABRT\b|\bsignal 6\b|\b6 death signal\b")
 
@@ -134,7 +138,8 @@ def _promote(symptoms: dict[str, Group], exits: list[Finding], lay: Layout, all_
        went elsewhere, or was filtered) is the likeliest origin of everyone else's echoes.
     2. Otherwise the earliest symptom that may stand alone (a collective timeout); for
        rules that say so, the few ranks that never reported it are named as stragglers.
-    3. Otherwise the earliest symptom of any kind.
+    3. Otherwise the earliest symptom of any kind, a launcher's stopping of the survivors
+       (sigterm_cascade) only when nothing else is there.
     """
     echoed: set[int] = set()
     for g in symptoms.values():
@@ -154,7 +159,11 @@ def _promote(symptoms: dict[str, Group], exits: list[Finding], lay: Layout, all_
             return root, named  # the text names the rank(s) the others waited for, the first leads
         return root, stragglers_of(g, lay, all_ranks) if g is not None else []
     if symptoms:
-        return earliest([told(g.first) for g in symptoms.values()], skew), []
+        # a launcher ending the surviving processes does so after another failure: any other
+        # evidence of that failure leads over it, even printed after it (DeepSpeed's launcher
+        # logs `Killing subprocess N` for each worker, then raises with the failed one's status)
+        pool = [g for g in symptoms.values() if g.first.rule.category not in CONSEQUENCES] or list(symptoms.values())
+        return earliest([told(g.first) for g in pool], skew), []
     # nothing but a launcher's summary of non-zero exits (e.g. only torchrun's output)
     return earliest(exits, skew), []
 
