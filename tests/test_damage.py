@@ -487,3 +487,34 @@ def test_one_line_cut_after_a_path_separator_at_a_terminal_width(width):
     # a line that ends on a path's separator, followed by a line of its own, is left alone
     own = ["saved to " + ("/scratch/run/" * 10)[: width - 10] + "/", "> next record"]
     assert fix(own) == [own[0], "next record"]
+
+
+# a soft wrap: a writer that fills lines up to a column breaks after a space and keeps it
+SOFT = "orterun noticed that the process of rank 3 with PID 5512 on node gpu-b7 exited on "
+
+
+def test_a_sentence_soft_wrapped_after_a_space_is_one_line():
+    assert fix(["----", SOFT, "signal 11 (Segmentation fault).", "----"]) == ["----", SOFT + "signal 11 (Segmentation fault).", "----"]
+    assert numbers(["----", SOFT, "signal 11 (Segmentation fault).", "----"]) == [1, 2, 4]
+
+
+@pytest.mark.parametrize("nxt", [
+    "Signal handler installed for rank 3",  # a sentence of its own
+    "[2024-01-02 10:00:00] step 12",  # a record
+    "  continued with an indent",  # an indented line is its own
+    "",  # a blank line ends the paragraph
+])
+def test_a_line_after_a_trailing_space_that_cannot_be_its_rest_stays_apart(nxt):
+    assert fix([SOFT, nxt]) == [SOFT, nxt]
+
+
+def test_a_short_line_or_padding_at_the_end_is_no_soft_wrap():
+    short = "rank 3 exited on "
+    padded = SOFT.rstrip() + "    "
+    assert fix([short, "signal 11"]) == [short, "signal 11"]
+    assert fix([padded, "signal 11"]) == [padded, "signal 11"]
+
+
+def test_lines_of_one_kind_ending_in_a_space_stay_apart():
+    rows = [f"epoch {i} step {i * 100} loss 0.{i}{i} lr 0.0001 throughput 512.0 samples per second " for i in range(1, 4)]
+    assert fix(rows) == rows

@@ -19,7 +19,11 @@ job wrote. The damage comes in a few general forms, each undone here line by lin
   column 0 gets its indentation back, and so does the source line that follows it;
 - hard wrapping at a fixed column: the width is learnt from the input (several lines of the
   same length, none longer), then a line of exactly that width is joined with the next one
-  unless the next one starts a record of its own (a prefix, a timestamp, a traceback line).
+  unless the next one starts a record of its own (a prefix, a timestamp, a traceback line);
+- soft wrapping at a word boundary (a mail client, an issue tracker's exporter, a program's own
+  message formatter fill lines up to a column and break after a space, which stays at the
+  line's end): a line of a wrap's length ending in one space after a word, followed by one
+  that goes on with the sentence in lower case and cannot stand on its own, is one line.
 
 A log collector's time in front of every line (a container runtime's, a CI runner's, a log
 shipper's: `prefix.py` says what one looks like) was put there after the program wrote the
@@ -101,6 +105,8 @@ WIDTH_WINDOW = 16  # lines a possible first wrap waits for that confirmation
 WIDTH_MISSES = 8  # pairs at a length that were two records (and 4x the wraps): no wrap width
 SAME_START = 16  # a next line that begins like this one (numbers aside) is the next record of its kind
 MAX_HOLD = 64  # lines held back at most, whatever the input
+# a line filled up to a column between these and broken after a space (a soft wrap)
+SOFT_MIN, SOFT_MAX = MIN_WIDTH, 100
 
 
 class Repair:
@@ -140,10 +146,11 @@ class Repair:
         self.quoted = False  # the last line carried Markdown quote marks
         self.tick_open = -1  # the line that left a backtick open inside its words
         self.stamps: dict[int, str] = {}  # line number -> the collector's time taken off it, until it is handed on
+        self.soft: Optional[Line] = None  # a line that ends where a soft wrap breaks, held for the next one
 
     def _settle(self) -> None:
         """After a slow-path line: may the next line take the fast path?"""
-        self.busy = bool(self.col_pending or self.col_offset is not None or self.after_frame or self.after_code or self.held or self.waiting or self.cr_lines or self.quoted)
+        self.busy = bool(self.col_pending or self.col_offset is not None or self.after_frame or self.after_code or self.held or self.waiting or self.cr_lines or self.quoted or self.soft)
 
     # ---- stage 1: line ends, colour, Markdown -------------------------------------------
     def feed(self, n: int, raw: str, hit: bool) -> list[Line]:
@@ -401,6 +408,20 @@ class Repair:
     def _place(self, ln: Line, out: list[Line]) -> None:
         """Join `ln` to the held wrapped line before it, or hold it if it may be wrapped."""
         n, raw, _ = ln
+        if self.soft is not None:
+            soft, self.soft = self.soft, None
+            if n == soft[0] + 1 and not self.held and _soft_rest(raw) and self._continues(soft[1], soft[1], raw):
+                ln = self._join([soft, ln])
+                n, raw, _ = ln
+            else:
+                self._place_one(soft, out)
+        if not self.held and _soft_end(raw):
+            self.soft = ln  # the next line says whether it was wrapped here
+            return
+        self._place_one(ln, out)
+
+    def _place_one(self, ln: Line, out: list[Line]) -> None:
+        n, raw, _ = ln
         if self.held:
             if n == self.prev[0] + 1 and self._continues(self.held[0][1], self.held[-1][1], raw):
                 self.held.append(ln)
@@ -469,6 +490,9 @@ class Repair:
             self._release_column(out)
         if self.waiting:
             self._release(out)
+        if self.soft is not None:
+            soft, self.soft = self.soft, None
+            self._place_one(soft, out)
         if self.held:
             out.append(self._join(self.held))
             self.held = []
@@ -537,6 +561,19 @@ def _inside_word(line: str, nxt: str) -> bool:
     )
 
 
+def _soft_end(line: str) -> bool:
+    """Does `line` end where a soft wrap breaks: filled to a wrap's length, then one space
+    after a word (a writer's own line seldom keeps a space at its end; two or more are
+    padding)?"""
+    return SOFT_MIN <= len(line) <= SOFT_MAX and line[-1:] == " " and line[-2:-1].isalnum() and not line[:1].isspace()
+
+
+def _soft_rest(line: str) -> bool:
+    """Can `line` be the rest of a sentence a soft wrap broke: it goes on in lower case, right
+    at its start (a record, a message or a sentence of its own opens otherwise)?"""
+    return line[:1].islower() and line[:1].isalpha()
+
+
 def _cr_ended(raw: str) -> bool:
     """Does a physical line holding `\\r`s show an input whose lines end in a lone `\\r`?
 
@@ -562,7 +599,7 @@ def repair(lines: Iterable[Line], breaks: Optional[list[int]] = None) -> Iterato
         # the fast path: plain string tests only (a regex call per line would cost more than
         # parsing the line's prefix); a line behind a collector's time is judged as the line
         body = raw[end:] if raw[:1] in stamp_first and ("-" in raw[4:6] or raw[3:4] == " ") and (end := _collector_end(raw)) else raw
-        if len(body) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw and "~~~" not in raw and not raw.endswith("cluster]"):
+        if len(body) < r.fast_below and not r.busy and "\x1b" not in raw and "\r" not in raw and "`" not in raw and "~~~" not in raw and not raw.endswith("cluster]") and raw[-1:] != " ":
             if body[:1] not in first or not _suspect_start(body):
                 r.prev = item if body is raw else (item[0], body, item[2])
                 yield item
