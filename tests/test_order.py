@@ -216,3 +216,20 @@ def test_an_uncaught_cpp_exception_leads_over_a_later_peer_echo_unless_a_rule_re
     for echo in echoes:
         d = diagnose([write("d.log", "\n".join(["[rank0]: iteration 40 done", *check, f"[rank0]: {echo}", f"[rank1]: {echo}"]))])
         assert d.root_cause.rule_id == "fatal-log-check" and d.root_cause.rank == 2, echo
+
+
+def test_a_pasters_words_around_a_fenced_log_yield_to_the_fenced_record(write):
+    """In a paste whose log stands in code fences, a line outside them is the paster's own
+    words (a sentence that names the error in passing): where the fenced log records an error
+    of the same kind, that record is the root, not the sentence above it, and the two are not
+    one report. Without fences the sentence is not told from a log line: the earlier stays."""
+    words = "While fitting, a loader process hit a bus error; maybe the shared memory (shm) is too small."
+    record = "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm)."
+    fenced = ["Setup: 8 GPUs, 12 workers.", words, "", "Log:", "```", "epoch 0:   0%|          | 0/900 [00:00<?, ?it/s]", record, "```", "Any idea?"]
+    path = write("j.log", "\n".join(fenced))
+    d = diagnose([path])
+    assert d.root_cause.category == "host_oom" and d.root_cause.source == f"{path}:7"
+    bare = [ln for ln in fenced if ln != "```"]
+    path = write("k.log", "\n".join(bare))
+    d = diagnose([path])
+    assert d.root_cause.category == "host_oom" and d.root_cause.source == f"{path}:2"

@@ -191,6 +191,12 @@ class Collector:
                 return
             self.seen[stream] = who
 
+    def _excerpt(self, event: Event) -> int:
+        """The pasted excerpt the event's first line is in (SourceInfo.excerpt: 0 outside code
+        fences, one odd number per fenced block)."""
+        src = self.sources[event.first.source] if event.first.source < len(self.sources) else None
+        return src.excerpt(event.first.lineno) if src is not None and src.excerpt_breaks else 0
+
     def add(self, event: Event, match: Match) -> None:
         rule = match.rule
         if self.journal is not None:
@@ -219,6 +225,7 @@ class Collector:
             and prev.captures.get("node") == match.captures.get("node")  # srun lines about other hosts stay apart
             and not (rule.spec.rank_source == "message" and self._refs(event, match) != prev.refs[:1])  # each rank's own message
             and quotes(event) == quotes(prev.event)  # a sentence quoting the error is not the program's record
+            and self._excerpt(event) == self._excerpt(prev.event)  # nor a paster's words around a fenced log
         ):
             # one multi-line report (e.g. NCCL watchdog + its C++ trace): one finding, but
             # every rank it names counts (srun prints `tasks 0-3` and `tasks 4-7` in a row)

@@ -43,7 +43,7 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     # handled whatever follows it: the process went on
     alive = (lambda f: not f.event.unraised and not live.handled(f)) if live is not None else (lambda f: not f.event.unraised)
     handled = [f for f in c.causes + [g.first for g in c.symptoms.values()] + c.error_lines if not alive(f)]
-    causes = unquoted([f for f in c.causes if alive(f)])
+    causes = unquoted([f for f in c.causes if alive(f)], c.sources)
     waived = [f for f in causes if f.event.waived]
     if waived and (len(waived) < len(causes) or c.symptoms or c.exits):
         # tracebacks their printer introduced as harmless ("... it's safe to ignore this
@@ -76,12 +76,24 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     return Choice(handled=handled)
 
 
-def unquoted(cands: list[Finding]) -> list[Finding]:
+def unquoted(cands: list[Finding], sources: list = ()) -> list[Finding]:
     """Causes without the quotations of errors that the log also shows as records: a sentence
     quoting `OSError: No space left on device` above the pasted log yields to the log's own
-    line of that category. A quotation with no such record stays (it is all there is)."""
-    recorded = {f.rule.category for f in cands if not quotes(f.event)}
-    return [f for f in cands if not (f.rule.category in recorded and quotes(f.event))]
+    line of that category. A quotation with no such record stays (it is all there is). In a
+    paste whose log stands in code fences, a line outside them is the paster's own words
+    (`an unexpected bus error occurred during training`): it yields the same way to the
+    fenced log's record."""
+    said = [quotes(f.event) or _around_fences(f, sources) for f in cands]
+    recorded = {f.rule.category for f, q in zip(cands, said) if not q}
+    return [f for f, q in zip(cands, said) if not (f.rule.category in recorded and q)]
+
+
+def _around_fences(f: Finding, sources: list) -> bool:
+    """Is `f` a one-line finding outside the code fences of a paste that has them?"""
+    if f.event.kind != "line" or not sources:
+        return False
+    src = sources[f.event.first.source]
+    return bool(src.excerpt_breaks) and src.excerpt(f.event.first.lineno) == 0
 
 
 def strongest(cands: list[Finding]) -> list[Finding]:
