@@ -233,3 +233,21 @@ def test_a_pasters_words_around_a_fenced_log_yield_to_the_fenced_record(write):
     path = write("k.log", "\n".join(bare))
     d = diagnose([path])
     assert d.root_cause.category == "host_oom" and d.root_cause.source == f"{path}:2"
+
+
+def test_an_exception_that_announces_its_message_below_is_what_a_rule_reads_there(write):
+    # the exception line ends in a colon after a few words; the message a rule reads comes
+    # after a blank line and a stack of where the failing operation was defined
+    gpu_oom = ("OOM when allocating tensor with shape[4,256,256] and type float on "
+               "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+    head = tb("", "mylib.errors.ResourceExhaustedError: Graph execution error:")
+    below = ["", "Detected at node 'net/conv' defined at (most recent call last):",
+             '    File "t.py", line 1, in <module>', "Node: 'net/conv'", gpu_oom]
+    d = diagnose([write("a.log", "\n".join(head + below))])
+    assert d.root_cause.category == "cuda_oom" and d.root_cause.source.endswith(":8")
+    # an exception that says what it is on its own line stays the failure, whatever follows
+    said = tb("", "mylib.errors.InvalidArgumentError: the record header is corrupt") + ["", gpu_oom]
+    assert diagnose([write("b.log", "\n".join(said))]).root_cause.category == "python_exception"
+    # the message must come soon after the exception that announced it
+    far = head + [""] + ["~"] * 60 + [gpu_oom]
+    assert diagnose([write("c.log", "\n".join(far))]).root_cause.category == "python_exception"

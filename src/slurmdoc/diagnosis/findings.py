@@ -123,6 +123,9 @@ TAG_PID = re.compile(r"\bpid=(\d+)")
 # an uncaught C++ exception's message: `terminate called after throwing an instance of 'T'`,
 # then `  what():  <message>`; the process aborts (SIGABRT) right after printing it
 WHAT = re.compile(r"(?:^|\s)what\(\):\s")
+# an exception line that ends in a colon after at most a few words: its message comes below
+ANNOUNCES = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*: (?:[\w'-]+ ){0,5}[\w'-]+:\s*$")
+ANNOUNCED_WITHIN = 40  # lines between such an exception line and the message it announced
 
 
 def inside(rule, prev: Finding) -> bool:
@@ -169,6 +172,9 @@ class Collector:
         self.named_locals: list[RankRef] = []  # local ranks named by launcher lines
         self._last: dict[tuple, Finding] = {}  # per stream: last finding, to merge reports
         self._heads: dict[tuple, Finding] = {}  # per stream: its latest new finding, echoes included
+        # per stream: the latest generic exception whose line only announces its message below
+        # (`ResourceExhaustedError: Graph execution error:`), for a rule that reads that message
+        self._announced: dict[tuple, list[Finding]] = {}
         self.seqs: dict[tuple, tuple[RankRef, int]] = {}  # rank -> collective it timed out in
         self.host_refs: list[tuple[RankRef, str, int]] = []  # (who, host, how sure) from srun lines, prefixes, summaries
         self.pid_ref: dict[tuple[int, str], RankRef] = {}  # (source, pid) -> the rank that process was
@@ -296,6 +302,7 @@ class Collector:
             return
         self.categories.setdefault(rule.category, f)
         self._note_last_words(f, event, head)
+        self._note_announced(f, event)
         role = rule.role
         if role == "cause":
             if not self.causes.keep(f):
@@ -335,6 +342,36 @@ class Collector:
                     and f.rule.role != "context" and head.event.kind == "line" and head.seq < event.seq
                     and head.event.first.source == event.first.source):
                 head.inner = f
+
+    def _note_announced(self, f: Finding, event: Event) -> None:
+        """An exception that no rule but the generic one read, whose line ends in a colon
+        after its class and a few words (TensorFlow 2.10+'s `...Error: Graph execution
+        error:`), announces its message on the lines below, past a blank line the traceback
+        ends at: the first finding of a more specific cause printed there, in the same file
+        and stream, within a few lines, is what it raised (`inner`). Generic exceptions read
+        in between are that message's own lines (TensorFlow's `Detected at node ... defined
+        at (most recent call last):` frames, closed by `Node: '<name>'`): the same holds for
+        them."""
+        stream = event.first.stream
+        pending = self._announced.get(stream)
+        near = pending is not None and (
+            pending[0].event.first.source == event.first.source
+            and 0 < event.first.lineno - pending[0].lineno() <= ANNOUNCED_WITHIN)
+        if f.rule.category == "python_exception":
+            if near:
+                pending.append(f)  # type: ignore[union-attr]
+            elif event.kind == "traceback" and ANNOUNCES.match(f.message()) is not None:
+                if len(self._announced) >= MAX_LAST:
+                    self._announced.clear()
+                self._announced[stream] = [f]
+            return
+        if pending is None or f.rule.role != "cause":
+            return
+        if near:
+            for g in pending:
+                if g.inner is None and g.seq < event.seq:
+                    g.inner = f
+        del self._announced[stream]
 
     def _note_seq(self, refs: list[RankRef], caps: dict[str, str]) -> None:
         """The collective a rank timed out in (NCCL's SeqNum / last enqueued work)."""

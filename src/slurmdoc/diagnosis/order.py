@@ -43,7 +43,9 @@ def choose_root(c: Collector, lay: Layout, all_ranks: list[int], live: Optional[
     # handled whatever follows it: the process went on
     alive = (lambda f: not f.event.unraised and not live.handled(f)) if live is not None else (lambda f: not f.event.unraised)
     handled = [f for f in c.causes + [g.first for g in c.symptoms.values()] + c.error_lines if not alive(f)]
-    causes = unquoted([f for f in c.causes if alive(f)], c.sources)
+    # a generic exception whose message was printed below it, where a rule read it: that finding
+    # stands for it (findings.Collector._note_announced)
+    causes = unquoted([told(f) if f.rule.category == "python_exception" else f for f in c.causes if alive(f)], c.sources)
     waived = [f for f in causes if f.event.waived]
     if waived and (len(waived) < len(causes) or c.symptoms or c.exits):
         # tracebacks their printer introduced as harmless ("... it's safe to ignore this
