@@ -518,3 +518,22 @@ def test_a_short_line_or_padding_at_the_end_is_no_soft_wrap():
 def test_lines_of_one_kind_ending_in_a_space_stay_apart():
     rows = [f"epoch {i} step {i * 100} loss 0.{i}{i} lr 0.0001 throughput 512.0 samples per second " for i in range(1, 4)]
     assert fix(rows) == rows
+
+
+# a line a program ends with a space, then a record that opens with its printer's label, in
+# lower case: a program's or a shell's name and a colon, a C function's `name():` (glibc's
+# heap checks, the C++ runtime's `what():`), NCCL's `host:pid:tid`, or an MPI launcher's
+# name: each is a record of its own, however the line before it ended
+AHEAD = "Loading the tokenizer from /models/tok-v2 and the dataset index, one moment "
+
+
+@pytest.mark.parametrize("nxt", [
+    "munmap_chunk(): invalid pointer",
+    "what():  std::bad_alloc",
+    "gpu-b7:5512:5530 [3] NCCL WARN Cuda failure 'out of memory'",
+    "zsh: killed     python pretrain.py",
+    "python3: can't open file '/work/pretrian.py': [Errno 2] No such file or directory",
+    "mpiexec noticed that process rank 2 with PID 0 on node gpu-b7 exited on signal 9 (Killed).",
+])
+def test_a_record_opening_with_its_printers_label_is_no_soft_wrapped_rest(nxt):
+    assert fix([AHEAD, nxt]) == [AHEAD, nxt]

@@ -568,10 +568,18 @@ def _soft_end(line: str) -> bool:
     return SOFT_MIN <= len(line) <= SOFT_MAX and line[-1:] == " " and line[-2:-1].isalnum() and not line[:1].isspace()
 
 
+# a record that opens in lower case with its printer's label: a program's or a shell's name
+# and a colon (`bash: line 1: ...`, `python3: can't open file`), a C function's (glibc's
+# `free(): invalid pointer`, the C++ runtime's `what():`), NCCL's `host:pid:tid`, an MPI
+# launcher's or the C++ runtime's own words
+SOFT_LABEL = re.compile(r"[\w.\-]+(?:\(\))?:(?: |$)|[\w.\-]+:\d+:\d+ |(?:mpirun|mpiexec|orterun|prterun|terminate called)\b")
+
+
 def _soft_rest(line: str) -> bool:
     """Can `line` be the rest of a sentence a soft wrap broke: it goes on in lower case, right
-    at its start (a record, a message or a sentence of its own opens otherwise)?"""
-    return line[:1].islower() and line[:1].isalpha()
+    at its start (a record, a message or a sentence of its own opens otherwise), and does not
+    open with a printer's label (a record of its own, whatever the line before it)?"""
+    return line[:1].islower() and line[:1].isalpha() and SOFT_LABEL.match(line) is None
 
 
 def _cr_ended(raw: str) -> bool:
