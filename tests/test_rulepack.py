@@ -254,3 +254,26 @@ def test_the_filesystem_rule_reads_a_long_line_well_inside_its_time_bound(line):
         t0 = perf_counter()
         rx.search(line, timeout=10 * MATCH_TIMEOUT)
         assert perf_counter() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+
+
+@pytest.mark.parametrize("line", [
+    "Error x " * 12_500,  # an error word every few characters, no layout named
+    "AssertionError: world_size " * 3_700,  # the assert and the size, never an equation
+    "Error " * 16_000 + "Assertion failed: mpiSize == tp * pp",  # ... then the equation at the end
+])
+def test_the_layout_equation_is_read_on_a_long_line_of_error_words_within_its_time_bound(line):
+    # a line of a hundred kilobytes holding many error words (a message that lists a
+    # collection's failures, a dumped log on one line): an assert's words at each of them
+    # must not start a scan of the rest of the line, or the rule is cut short and dropped
+    from time import process_time
+
+    from slurmdoc.engine.loader import MATCH_TIMEOUT
+
+    rule = BOOK.by_id("shape-divisibility")
+    for rx in [*rule.patterns, *rule.excludes]:
+        t0 = process_time()
+        try:
+            rx.search(line, timeout=10 * MATCH_TIMEOUT)
+        except TimeoutError:
+            pass
+        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
