@@ -251,3 +251,16 @@ def test_an_exception_that_announces_its_message_below_is_what_a_rule_reads_ther
     # the message must come soon after the exception that announced it
     far = head + [""] + ["~"] * 60 + [gpu_oom]
     assert diagnose([write("c.log", "\n".join(far))]).root_cause.category == "python_exception"
+
+
+def test_an_exception_of_its_own_below_an_announcing_one_is_not_its_message(write):
+    # the exception line ends in a colon after a few words and its message follows (lines no
+    # rule reads); a later exception line with a class of its own, a few lines down, is
+    # another failure (here a worker's teardown), not the message the first one announced
+    head = tb("", "ValueError: the run's settings are invalid:")
+    below = ["", "  * schedule.warmup exceeds schedule.total", "  * data.root is missing",
+             "Exception ignored in: <function Loader.__del__ at 0x7f00>",
+             "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    path = write("a.log", "\n".join(head + below))
+    d = diagnose([path])
+    assert d.root_cause.category == "python_exception" and d.root_cause.source == f"{path}:3"

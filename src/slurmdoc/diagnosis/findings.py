@@ -348,7 +348,8 @@ class Collector:
         after its class and a few words (TensorFlow 2.10+'s `...Error: Graph execution
         error:`), announces its message on the lines below, past a blank line the traceback
         ends at: the first finding of a more specific cause printed there, in the same file
-        and stream, within a few lines, is what it raised (`inner`). Generic exceptions read
+        and stream, within a few lines, on a line that is no exception line of its own (that
+        is another exception), is what it raised (`inner`). Generic exceptions read
         in between are that message's own lines (TensorFlow's `Detected at node ... defined
         at (most recent call last):` frames, closed by `Node: '<name>'`): the same holds for
         them."""
@@ -367,7 +368,9 @@ class Collector:
             return
         if pending is None or f.rule.role != "cause":
             return
-        if near:
+        # an exception line with a class of its own is another exception (a later raise, a
+        # worker's teardown), not the message the first one announced
+        if near and event.kind != "traceback":
             for g in pending:
                 if g.inner is None and g.seq < event.seq:
                     g.inner = f
