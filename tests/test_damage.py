@@ -537,3 +537,12 @@ AHEAD = "Loading the tokenizer from /models/tok-v2 and the dataset index, one mo
 ])
 def test_a_record_opening_with_its_printers_label_is_no_soft_wrapped_rest(nxt):
     assert fix([AHEAD, nxt]) == [AHEAD, nxt]
+
+
+def test_a_sentence_broken_after_a_word_that_cannot_end_it_goes_on_whatever_follows():
+    # a line that ends on a preposition, an article or a conjunction cannot end a sentence:
+    # the next line is its rest even when it opens like a label (`exception: ...`)
+    head = "[E ProcessGroupNCCL.cpp:915] [Rank 2] NCCL watchdog thread terminated with "
+    rest = "exception: [Rank 2] Watchdog caught collective operation timeout"
+    assert fix([head, rest]) == [head + rest]
+    assert fix([AHEAD, rest]) == [AHEAD, rest]

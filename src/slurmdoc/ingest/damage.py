@@ -410,7 +410,7 @@ class Repair:
         n, raw, _ = ln
         if self.soft is not None:
             soft, self.soft = self.soft, None
-            if n == soft[0] + 1 and not self.held and _soft_rest(raw) and self._continues(soft[1], soft[1], raw):
+            if n == soft[0] + 1 and not self.held and _soft_rest(raw, soft[1]) and self._continues(soft[1], soft[1], raw):
                 ln = self._join([soft, ln])
                 n, raw, _ = ln
             else:
@@ -575,11 +575,18 @@ def _soft_end(line: str) -> bool:
 SOFT_LABEL = re.compile(r"[\w.\-]+(?:\(\))?:(?: |$)|[\w.\-]+:\d+:\d+ |(?:mpirun|mpiexec|orterun|prterun|terminate called)\b")
 
 
-def _soft_rest(line: str) -> bool:
-    """Can `line` be the rest of a sentence a soft wrap broke: it goes on in lower case, right
-    at its start (a record, a message or a sentence of its own opens otherwise), and does not
-    open with a printer's label (a record of its own, whatever the line before it)?"""
-    return line[:1].islower() and line[:1].isalpha() and SOFT_LABEL.match(line) is None
+# words a sentence cannot end on: a line broken after one goes on on the next
+OPEN_ENDED = frozenset("a an the of with to for on in at by from and or as is was than into via".split())
+
+
+def _soft_rest(line: str, before: str) -> bool:
+    """Can `line` be the rest of a sentence a soft wrap broke after `before`: it goes on in
+    lower case, right at its start (a record, a message or a sentence of its own opens
+    otherwise), and does not open with a printer's label (a record of its own), unless
+    `before` ends on a word no sentence ends on (`... terminated with ` / `exception: ...`)?"""
+    if not (line[:1].islower() and line[:1].isalpha()):
+        return False
+    return SOFT_LABEL.match(line) is None or before.rpartition(" ")[0].rpartition(" ")[2] in OPEN_ENDED
 
 
 def _cr_ended(raw: str) -> bool:
