@@ -550,3 +550,44 @@ def test_a_collectors_time_before_a_lines_own_prefix_keeps_the_line_whole(head, 
 def test_an_mpi_tagged_line_glued_onto_another_is_cut_off(raw, pieces):
     # a rank's line printed without its newline, and the next tagged line lands on it
     assert PrefixParser(2025).split_glued(raw) == pieces
+
+
+@pytest.mark.parametrize(
+    "raw, replica, local, text",
+    [
+        # TorchX's `<role>/<replica> ` before torchrun's `[<local rank>]:` (a role name with
+        # dots, dashes or underscores; the line's own indentation kept)
+        ("trainer/1 [3]:Traceback (most recent call last):", 1, 3, "Traceback (most recent call last):"),
+        ("ddp/0 [0]:[1] loss: 2.046", 0, 0, "[1] loss: 2.046"),
+        ("my_app.train-x/12 [7]:  File \"t.py\", line 9, in step", 12, 7, "  File \"t.py\", line 9, in step"),
+        ("worker/2 [1]:", 2, 1, ""),
+    ],
+)
+def test_torchx_replica_and_local_rank(raw, replica, local, text):
+    ll = PrefixParser(2025).parse(SRC, 1, raw)
+    # the replica stands where `srun torchrun`'s node label does: one printer per replica
+    # and local rank; the global rank is left to the layout (it needs the ranks per replica)
+    assert (ll.who.label, ll.who.local, ll.who.rank, ll.text, ll.origin) == (replica, local, None, text, "rank")
+    assert ll.tag == raw.split(" ", 1)[0]
+
+
+def test_torchx_replicas_are_separate_printers():
+    p = PrefixParser(2025)
+    a = p.parse(SRC, 1, "trainer/0 [1]:step 3")
+    b = p.parse(SRC, 2, "trainer/1 [1]:step 3")
+    c = p.parse(SRC, 3, "trainer/0 [1]:step 4")
+    assert a.stream != b.stream and a.stream == c.stream
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "see docs/3 [1]: the first note",  # words before it: no prefix
+        "trainer/0 [x]:boom",
+        "trainer/0 [3] boom",  # no colon after the bracket
+        "/0 [3]:boom",
+    ],
+)
+def test_torchx_lookalikes_are_not_prefixes(raw):
+    ll = PrefixParser(2025).parse(SRC, 1, raw)
+    assert (ll.who.label, ll.who.local) == (None, None)

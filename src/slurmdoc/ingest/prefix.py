@@ -6,7 +6,7 @@ Prefixes handled (outer to inner, any combination):
   torchrun ``[rankN]:`` (global) and ``[defaultN]:`` (local); Lightning ``[rank: N]`` and
   ``[RANK N]`` / ``[Rank N]`` (global); Ray ``(Actor pid=1, ip=...)``, ``(pid=1)``,
   ``(raylet)`` (a process, not a rank); a wrapper's ``stderr: `` / ``stdout: `` tag;
-  Determined ``[ts] id || ``.
+  Determined ``[ts] id || ``; TorchX's ``role/replica [local]:`` (a replica read as a node).
 Ranks inside messages (``[PG 0 Rank 1]``, NCCL's ``[3]`` device index, ``comm ... rank 11``)
 are never taken: only the line's prefix decides.
 """
@@ -59,6 +59,12 @@ KUBE_TAG = re.compile(r"\[(pod/[\w.\-]{1,253}/[\w.\-]{1,63})\] ")
 # SkyPilot's, one printer per node of the cluster: `(head, rank=0, pid=N) `,
 # `(node-0, worker1, rank=1, pid=N, ip=...) ` (its rank is the node's, not a process rank)
 SKY = re.compile(r"\(((?:[\w.\-]{1,64}, ){0,3}[\w.\-]{1,64}), rank=(\d{1,6}), pid=(\d+)(?:, ip=([\d.]{7,15}))?\) ?")
+# TorchX's (`torchx run ... dist.ddp`): `<role>/<replica id> ` before each line of a replica,
+# then torchrun's `[<local rank>]:` (its tee with no role name): `trainer/1 [0]:Traceback ...`.
+# A replica is one node of the job, as an srun task id is under `srun torchrun`: the replica
+# is read as the label, the bracket as the local rank (a global rank only once the ranks per
+# replica are known: diagnosis.layout)
+TORCHX = re.compile(r"([A-Za-z_][\w.\-]{0,63})/(\d{1,6}) \[(\d{1,5})\]:")
 STD_TAG = re.compile(r"(std(?:err|out))(?::|\s*\|) ?")
 DETERMINED = re.compile(r"\[?(\d{4}-\d\d-\d\dT[\d:.]+Z?)\]? ([0-9a-f]{6,12}) \|\| ")
 
@@ -222,6 +228,7 @@ def _is_prefix_head(pre: str) -> bool:
         or (pre.endswith(":") and HOST_ONLY.fullmatch(pre[:-1]))
         or TAG_SHAPE.fullmatch(pre)
         or MPI_TAG.fullmatch(pre)
+        or TORCHX.fullmatch(pre)
         or (pre[:1] == "(" and (RAY.fullmatch(pre) is not None or SKY.fullmatch(pre) is not None))
     )
 
@@ -503,6 +510,8 @@ class PrefixParser:
                         ts = parse_ts(pre, self.year)
                     elif pre.endswith(">:") and MPI_TAG.fullmatch(pre):
                         pass  # an MPI launcher's tag: the chain after it names the same rank
+                    elif pre.endswith("]:") and (mx := TORCHX.fullmatch(pre)) is not None:
+                        tag, label, local = f"{mx.group(1)}/{mx.group(2)}", int(mx.group(2)), int(mx.group(3))
                     elif pre[:1] == "(" and (RAY.fullmatch(pre) is not None or SKY.fullmatch(pre) is not None):
                         tag = pre  # a Ray worker's or a SkyPilot node's: the chain names the rank
                     else:
@@ -557,6 +566,8 @@ class PrefixParser:
                         rank, pos = int(m.group(1)), m.end()  # Lightning inside a Ray worker
                 elif (m := SKY.match(raw, pos)) is not None:
                     tag, host, pos = f"{m.group(1)} pid={m.group(3)}", m.group(4) or m.group(1).rsplit(", ", 1)[-1], m.end()
+            elif c.isalnum() and label is None and raw.find("/", pos, pos + 66) >= 0 and (m := TORCHX.match(raw, pos)) is not None:
+                tag, label, local, pos = f"{m.group(1)}/{m.group(2)}", int(m.group(2)), int(m.group(3)), m.end()
             elif c.isalnum() and label is None:
                 m = HOST.match(raw, pos)
                 if m:
