@@ -188,3 +188,19 @@ def test_seen_category_facts_tell_what_else_the_log_shows(write):
     text = "\n".join(d.root_cause.remediation_parts.fix)
     assert d.root_cause.rule_id == "killed-sigkill" and "The job also hit its time limit" in text
     assert "If the job also hit its time limit" not in text
+
+
+def test_a_slurm_variable_set_only_for_an_option_asks_for_the_option_not_for_srun(write):
+    # srun started the task, but Slurm sets some variables only when the job asked for what
+    # they count (cpus per task, an array, tasks per node, GPUs): the advice names the option
+    # and does not tell the user to start the script with srun
+    tb = ["Traceback (most recent call last):", '  File "prep.py", line 8, in <module>',
+          "    workers = int(os.environ['{v}'])", "KeyError: '{v}'"]
+    for var, option in (("SLURM_CPUS_PER_TASK", "--cpus-per-task"), ("SLURM_ARRAY_TASK_ID", "--array"),
+                        ("SLURM_NTASKS_PER_NODE", "--ntasks-per-node"), ("SLURM_GPUS_ON_NODE", "--gpus")):
+        d = diagnose([write(f"{var}.log", "\n".join(t.format(v=var) for t in tb))])
+        rem = d.root_cause.remediation
+        assert d.root_cause.category == "config_error" and option in rem and "start the script with srun" not in rem, (var, rem)
+    # a task variable srun always sets still says the script was not started by srun
+    d = diagnose([write("procid.log", "\n".join(t.format(v="SLURM_PROCID") for t in tb))])
+    assert "start the script with srun" in d.root_cause.remediation
