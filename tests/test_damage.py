@@ -546,3 +546,18 @@ def test_a_sentence_broken_after_a_word_that_cannot_end_it_goes_on_whatever_foll
     rest = "exception: [Rank 2] Watchdog caught collective operation timeout"
     assert fix([head, rest]) == [head + rest]
     assert fix([AHEAD, rest]) == [AHEAD, rest]
+
+
+@pytest.mark.parametrize("width", [64, 72, 80, 96])
+def test_a_hard_wrap_cut_after_a_space_keeps_all_its_pieces(width):
+    # a terminal that hard-wrapped every long line at its width: where a cut falls right
+    # after a space and the next piece goes on in lower case, the line is still one line of
+    # all its pieces (not two pieces joined as a soft wrap, and the third left alone)
+    records = [f"[2031-05-06 07:08:0{i}] INFO loader: " + f"shard {i} of the corpus opened " * 8 for i in range(4)]
+    head = "E0506 07:09:00 watchdog.cc:12] collective"
+    head += "s" * (width - 1 - len(head)) + " "
+    rest = " ".join("caught a collective operation timeout on rank 3 waiting for its peers for 600123 milliseconds".split() * 2)
+    msg = head + rest
+    wrapped = [piece for rec in records + [msg] for piece in (rec[i:i + width] for i in range(0, len(rec), width))]
+    assert len(msg) > 2 * width and msg[width].islower()
+    assert fix(wrapped)[-1] == msg

@@ -415,7 +415,9 @@ class Repair:
                 n, raw, _ = ln
             else:
                 self._place_one(soft, out)
-        if not self.held and _soft_end(raw):
+        if not self.held and _soft_end(raw) and len(raw) != self.width:
+            # (a line of the hard wrap's width is a piece of it: the wrap's pieces are joined
+            # whatever they end with, however many there are)
             self.soft = ln  # the next line says whether it was wrapped here
             return
         self._place_one(ln, out)
