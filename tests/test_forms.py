@@ -38,7 +38,9 @@ def test_form(row, tmp_path):
     want = row["rank"]
     if want.startswith("all"):
         assert rc.all_ranks, rc
-    elif want != "null":
+    elif want == "none":  # no rank may be named
+        assert rc.rank is None, rc
+    elif want != "null":  # (null: not checked)
         assert rc.rank == int(want), rc
     if row["node"] not in ("-", ""):
         assert rc.node == row["node"], rc
