@@ -277,3 +277,26 @@ def test_the_layout_equation_is_read_on_a_long_line_of_error_words_within_its_ti
         except TimeoutError:
             pass
         assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+
+
+@pytest.mark.parametrize("line", [
+    "Loss" * 25_000,  # one word of a hundred kilobytes made of a loss's name
+    "Loss" * 25_000 + ": nan",  # ... ending as a metric
+    "epoch 3 RunLoss: 0.41 " * 4_500,  # a metrics line's redraws kept on one line
+])
+def test_a_loss_named_in_one_word_is_read_on_a_long_line_within_its_time_bound(line):
+    # a loss whose qualifier is written into its name (LastLoss) is found by trying where
+    # the name could end; on a long word that search must stay linear, or the rule is cut
+    # short and dropped
+    from time import process_time
+
+    from slurmdoc.engine.loader import MATCH_TIMEOUT
+
+    rule = BOOK.by_id("nan-metric")
+    for rx in [*rule.patterns, *rule.excludes]:
+        t0 = process_time()
+        try:
+            rx.search(line, timeout=10 * MATCH_TIMEOUT)
+        except TimeoutError:
+            pass
+        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
