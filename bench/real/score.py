@@ -119,7 +119,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logs", type=Path, default=DEFAULT_LOGS, help="folder holding <split>/<id>.log (default %(default)s)")
     ap.add_argument("--labels", type=Path, action="append", help="label file(s); default: bench/real/labels.yaml and LOGS/labels-*.yaml")
-    ap.add_argument("--split", default="dev", help="a split named in the labels (dev, dev2, dev3, holdout3, ...) or all (default %(default)s)")
+    ap.add_argument("--split", default="dev", help="a split named in the labels (dev, dev2, dev3, holdout3, ...) or all (every split but the held-out ones; default %(default)s)")
     ap.add_argument("--misses", action="store_true", help="list every miss")
     ap.add_argument("--json", action="store_true", help="print figures as JSON")
     args = ap.parse_args()
@@ -133,7 +133,9 @@ def main() -> int:
     except LabelError as e:  # (a label file being written by someone else, say)
         print(f"score: {e}", file=sys.stderr)
         return 2
-    labels = [e for e in everything if args.split == "all" or e.get("split") == args.split]
+    # `all`: every development split, never a blind one (a held-out split is scored by name)
+    labels = [e for e in everything if e.get("split") == args.split
+              or (args.split == "all" and not str(e.get("split", "")).startswith("holdout"))]
     if not labels:
         known = sorted({str(e.get("split")) for e in everything})
         print(f"score: no labels of split {args.split!r} (splits: {', '.join(known)}, all)", file=sys.stderr)
