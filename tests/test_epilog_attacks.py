@@ -725,3 +725,42 @@ def test_traces_pattern_with_a_per_task_field_is_not_guessed():
     assert ep.traces_path("/scratch/%u/fr_", ctx) == ("/scratch/u/fr_", None)
     path, problem = ep.traces_path("fr-%t/", ctx)
     assert path is None and "more than one path" in problem
+
+
+# ---- what reaches an admin's terminal: stdout, stderr and the ledger hold no control characters
+
+
+HOSTILE_NAME = "d\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u009b31m\r\nslurmdoc: epilog: job 1: forged\u2028{\"x\":1}\u202e\x7f"
+
+
+def _unprintable(text: str) -> list[str]:
+    return sorted({hex(ord(c)) for c in text if not c.isprintable()})
+
+
+@pytest.mark.parametrize("readable", [True, False])
+def test_control_characters_in_the_log_path_never_reach_a_terminal(arena, readable):
+    """The job's user names the log's directory: escape sequences (an OSC 52 clipboard write, a
+    screen clear, a C1 CSI), a carriage return and newline that would start a forged line, a
+    line separator, a bidi override and DEL. The summary on stdout, the problem line on stderr
+    (an unreadable log) and the ledger line are each one line with every such character written
+    as an escape."""
+    d = arena / "job" / HOSTILE_NAME
+    d.mkdir()
+    log = d / f"slurm-{JOB}.out"
+    shutil.copy(DATA / "killonbad.8.out", log)
+    os.chmod(log, 0o644 if readable else 0)
+    if ROOT:
+        for p in (d, log):
+            os.chown(p, NOBODY, NOBODY)
+    env = {} if ROOT else {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    p, _ = epilog(arena, dict(env, SLURM_JOB_STDOUT=str(d / "slurm-%j.out"), SLURM_JOB_NAME=HOSTILE_NAME))
+    ok_exit(p)
+    out, err = p.stdout.decode("utf-8"), p.stderr.decode("utf-8")
+    assert out.count("\n") == 1 and out.endswith("\n") and not _unprintable(out[:-1]), out
+    assert "forged" in out and "\\x1b" in out  # the path is still there, escaped
+    if not readable:
+        assert err.count("\n") == 1 and not _unprintable(err[:-1]) and "\\x1b" in err, err
+    raw = (arena / "ledger" / "l.jsonl").read_bytes().decode("utf-8")
+    assert raw.count("\n") == 1 and not _unprintable(raw[:-1]), raw
+    line = json.loads(raw)
+    assert line["name"] == HOSTILE_NAME and line["log"] == str(log)  # escaped, not altered

@@ -512,15 +512,17 @@ def epilog(
                          traces=traces if traces is not None else (os.environ.get("SLURMDOC_TRACES") or None))
     res = run_epilog(opts)
     guard.cancel()
+    from slurmdoc.slurm.epilog import printable
+
     try:
         if res.summary:
             where = f" (report: {res.wrote[-1]})" if res.wrote else ""
-            sys.stdout.write(f"slurmdoc: {res.summary}{where}\n")
+            sys.stdout.write(printable(f"slurmdoc: {res.summary}{where}") + "\n")
             sys.stdout.flush()
     except (OSError, ValueError):
         pass
     if res.problems:
-        _err(f"epilog: job {res.job_id or '?'}: " + "; ".join(" ".join(p.split()) for p in res.problems))
+        _err(printable(f"epilog: job {res.job_id or '?'}: " + "; ".join(" ".join(p.split()) for p in res.problems)))
     raise typer.Exit(0)
 
 

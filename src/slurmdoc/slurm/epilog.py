@@ -201,6 +201,27 @@ def _only_escapes(text: str) -> bool:
         return False
 
 
+def printable(text) -> str:
+    """Text a terminal shows as it is: every character that is not printable (C0 and C1 controls
+    such as ESC and CSI, DEL, line and paragraph separators, bidi overrides and other format
+    characters) becomes a backslash escape (`\\x1b`, `\\u202e`), so a name or path the job's user
+    chose can neither start a line nor send an escape sequence to the admin's terminal."""
+    t = display(text)
+    if t.isprintable():
+        return t
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in t)
+
+
+def json_line(obj) -> str:
+    """One JSON line, UTF-8, whose every non-printable character is a \\u escape (json.dumps
+    escapes only the C0 controls): the ledger stays one line to any reader and holds no escape
+    sequence for a terminal that shows it."""
+    text = json.dumps(obj, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in text)
+
+
 def cap(text, n: int) -> Optional[str]:
     """At most n characters, printable in UTF-8; a cut string ends with an ellipsis."""
     if text is None:
@@ -743,7 +764,8 @@ def run_epilog(opts: EpilogOptions, env: Optional[Mapping[str, str]] = None) -> 
             res.problems.append("interrupted")
         else:
             res.problems.append(f"internal error: {type(e).__name__}: {cap(str(e), FIELD_MAX)}")
-    res.problems = [cap(p, VERDICT_MAX) or "" for p in res.problems]
+    res.problems = [cap(printable(" ".join(p.split())), VERDICT_MAX) or "" for p in res.problems]
+    res.summary = cap(printable(res.summary), VERDICT_MAX) or ""
     return res
 
 
@@ -909,7 +931,7 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
     }
     if opts.ledger:
         try:
-            _append_ledger(opts.ledger, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), clock)
+            _append_ledger(opts.ledger, (json_line(record) + "\n").encode("utf-8"), clock)
         except (OSError, TimeoutError) as e:
             problems.append(f"cannot append to the ledger {cap(opts.ledger, PATH_MAX)} ({getattr(e, 'strerror', None) or e})")
     if opts.webhook and clock.left() > 0.5:
