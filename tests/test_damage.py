@@ -79,6 +79,24 @@ def test_asterisks_followed_by_a_space_are_a_programs_words_not_bold():
     assert fix(["***Killed: out of memory***", "**Warning:**"]) == ["Killed: out of memory", "Warning:"]
 
 
+def test_a_banner_whose_asterisks_a_markdown_editor_escaped_gets_them_back():
+    # an issue tracker's editor saves a line starting with `*** ` as `**\* ` or `\*\*\* `
+    # (so that it is not read as emphasis): the failure-signal handler's banner under it
+    saved = [
+        "**\\* Check failure stack trace: ***",
+        "\\*\\*\\* SIGBUS (@0x7f00) received by PID 77 (TID 0x7f01) from PID 0; stack trace: \\*\\*\\*",
+        "  **\\* Aborted at 1700000000 (unix time) try \"date -d @1700000000\" if you are using GNU date **\\*",
+    ]
+    assert fix(saved) == [
+        "*** Check failure stack trace: ***",
+        "*** SIGBUS (@0x7f00) received by PID 77 (TID 0x7f01) from PID 0; stack trace: ***",
+        "  *** Aborted at 1700000000 (unix time) try \"date -d @1700000000\" if you are using GNU date ***",
+    ]
+    # a program's own backslashes and asterisks elsewhere are left alone
+    own = ["\\*.ckpt matched no file", "C:\\data\\*** 3 files"]
+    assert fix(own) == own
+
+
 def test_fence_glued_to_a_log_line_is_taken_off_the_line_only():
     assert fix(["```" + TB[0], *TB[1:-1], TB[-1] + "```"]) == TB
 

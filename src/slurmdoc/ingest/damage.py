@@ -72,6 +72,11 @@ HEADING_BOLD = re.compile(r"#{1,6} \*\*(?=\S)")
 # followed by a space opens no emphasis: `*** SIGSEGV received at time=... ***` is a program's
 # own banner, kept whole
 BOLD_LINE = re.compile(r"\s*(\*{2,3})(?:(?![\s*])(.*?)(?<![\s*])\1)?:?\s*$")
+# a program's `***` banner (glog's and abseil's failure-signal handlers, glog's check
+# failure) as Markdown editors save it, with one or more of its asterisks escaped (`**\*`,
+# `\*\*\*`); the banner's closing `***` likewise at the line's end
+ESCAPED_BANNER = re.compile(r"(\s*)(?:\\?\*){3}(?=\s)")
+ESCAPED_BANNER_END = re.compile(r"(?<=\s)(?:\\?\*){3}\s*$")
 COLUMN = re.compile(r"(?:\[(\d{1,9})\](?: |$)| *(\d{1,9}) \|(?: |$))")
 COLUMN_CONFIRM = 4  # lines in a row that must carry a consistent column before it is removed
 
@@ -235,6 +240,10 @@ class Repair:
             raw = raw[m.end():]
             if raw.endswith("**"):
                 raw = raw[:-2]
+        if raw.lstrip().startswith(("**\\*", "\\*")) and (m := ESCAPED_BANNER.match(raw)) is not None and "\\" in m.group(0):
+            raw = m.group(1) + "***" + raw[m.end():]
+            if "\\" in raw[-6:]:
+                raw = ESCAPED_BANNER_END.sub("***", raw)
         if raw.lstrip().startswith("**"):
             m = BOLD_LINE.match(raw)
             if m is not None:
@@ -625,7 +634,7 @@ def repair(lines: Iterable[Line], breaks: Optional[list[int]] = None) -> Iterato
     yield from r.flush()
 
 
-_SUSPECT_FIRST = frozenset('*#F[ 0123456789>')
+_SUSPECT_FIRST = frozenset('*#F[ 0123456789>\\')
 # what a collector's time starts with: a year's digit, `[`, a month's initial (`Nov 27 ...`)
 _STAMP_FIRST = frozenset("0123456789[JFMASOND")
 _ANY_YEAR = 2000  # where a collector's time ends does not depend on the year supplied
@@ -682,6 +691,8 @@ def _suspect_start(raw: str) -> bool:
         return raw.startswith('File "')
     if c == "*":
         return raw.startswith("**")
+    if c == "\\":
+        return raw.startswith("\\*")
     if c == ">":
         return raw[1:2] in ("", " ")
     return " |" in raw[:12] and COLUMN.match(raw) is not None
