@@ -764,3 +764,81 @@ def test_control_characters_in_the_log_path_never_reach_a_terminal(arena, readab
     assert raw.count("\n") == 1 and not _unprintable(raw[:-1]), raw
     line = json.loads(raw)
     assert line["name"] == HOSTILE_NAME and line["log"] == str(log)  # escaped, not altered
+
+
+# ---- scontrol's record: a job name (or any free text) holding `Key=value` is not a field
+
+
+def _fake_scontrol(arena: Path, record: str) -> str:
+    """A PATH whose `scontrol` prints `record` for `show job`: what slurmctld would print for a
+    job whose name the user chose."""
+    bindir = arena / "bin"
+    bindir.mkdir(exist_ok=True)
+    (arena / "record.txt").write_text(record + "\n")
+    script = bindir / "scontrol"
+    script.write_text(f"#!/bin/sh\n[ \"$1\" = show ] && exec cat {arena / 'record.txt'}\nexit 1\n")
+    os.chmod(script, 0o755)
+    return f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
+def _record(name: str, uid: int, log: str, host: str = "n1") -> str:
+    return (f"JobId={JOB} JobName={name} UserId=u({uid}) GroupId=g({uid}) MCS_label=N/A Priority=1 "
+            f"JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0 NodeList={host} BatchHost={host} "
+            f"WorkDir={os.path.dirname(log)} StdErr={log} StdIn=/dev/null StdOut={log} Power=")
+
+
+def test_injected_fields_in_a_job_name_are_not_taken():
+    rec = locate.parse_scontrol(_record("x UserId=root(0) GroupId=root(0) HetJobOffset=1 ArrayJobId=1 "
+                                        "ArrayTaskId=7 BatchHost=elsewhere StdOut=/root/secret", 1000, "/home/u/slurm-5.out"))[0]
+    assert rec["JobId"] == JOB
+    for k in ("UserId", "GroupId", "BatchHost", "StdOut"):  # twice in the record: neither is believed
+        assert k not in rec, (k, rec)
+    for k in ("HetJobOffset", "ArrayJobId", "ArrayTaskId"):  # Slurm prints these before JobName only
+        assert k not in rec, (k, rec)
+    assert rec["StdErr"] == "/home/u/slurm-5.out" and rec["JobState"] == "FAILED"
+    plain = locate.parse_scontrol(_record("plain name", 1000, "/home/u/slurm-5.out"))[0]
+    assert (plain["JobName"], plain["UserId"], plain["BatchHost"]) == ("plain name", "u(1000)", "n1")
+    het = locate.parse_scontrol("JobId=12 HetJobId=11 HetJobOffset=1 JobName=h UserId=u(1) StdOut=/o")[0]
+    assert (het["HetJobOffset"], het["HetJobId"]) == ("1", "11")
+
+
+def test_a_job_name_cannot_make_the_epilog_skip_its_job(arena):
+    """A name holding HetJobOffset=1 (another component reports) or BatchHost=elsewhere (another
+    node reports) or ArrayJobId/ArrayTaskId (the ledger would name another job): the job is
+    still reported, under its own id."""
+    uid = NOBODY if ROOT else os.getuid()
+    log = str(arena / "job" / f"slurm-{JOB}.out")
+    path = _fake_scontrol(arena, _record("x HetJobOffset=1 BatchHost=elsewhere ArrayJobId=1 ArrayTaskId=7", uid, log))
+    env = {"PATH": path, "SLURMD_NODENAME": "n1"}
+    if not ROOT:
+        env.update(SLURM_JOB_UID=str(os.getuid()), SLURM_JOB_GID=str(os.getgid()))
+    p, _ = epilog(arena, env)
+    ok_exit(p)
+    line = json.loads((arena / "ledger" / "l.jsonl").read_text())
+    assert line["job_id"] == JOB and line["category"] == "import_error", line
+    assert (arena / "job" / f"slurm-{JOB}.slurmdoc.json").exists()
+
+
+@root_only
+def test_a_job_name_cannot_make_a_root_run_by_hand_act_as_root(arena):
+    """Run by hand as root (`slurmdoc epilog --job-id N`, no Slurm environment), the worker
+    becomes the owner scontrol names. A job name holding `UserId=root(0) GroupId=root(0)
+    StdOut=<a root-only log>` must not make it read that log as root: the owner is then
+    unknown and the job's files are not read. The same record without the injection is read
+    as the job's owner."""
+    secret = arena / "secret" / "root.log"
+    log = str(arena / "job" / f"slurm-{JOB}.out")
+    env = {"SLURM_JOB_ID": "", "SLURM_JOB_UID": "", "SLURM_JOB_GID": "", "SLURM_SCRIPT_CONTEXT": "",
+           "SLURM_JOB_EXIT_CODE2": "", "SLURM_JOB_STDOUT": "", "SLURM_JOB_WORK_DIR": ""}
+    env["PATH"] = _fake_scontrol(arena, _record(f"x UserId=root(0) GroupId=root(0) StdOut={secret} StdErr={secret}",
+                                                NOBODY, log))
+    p, _ = epilog(arena, env, args=("--job-id", JOB, "--exit-code", "1"))
+    ok_exit(p)
+    assert SECRET.encode() not in p.stdout + p.stderr
+    assert SECRET.encode() not in everything_written(arena) and sorted(os.listdir(arena / "secret")) == ["root.log"]
+    assert b"not read as root" in p.stderr
+    env["PATH"] = _fake_scontrol(arena, _record("x", NOBODY, log))
+    p, _ = epilog(arena, env, args=("--job-id", JOB, "--exit-code", "1"))
+    ok_exit(p)
+    assert os.stat(arena / "job" / f"slurm-{JOB}.slurmdoc.json").st_uid == NOBODY
+    assert json.loads((arena / "ledger" / "l.jsonl").read_text().splitlines()[-1])["category"] == "import_error"

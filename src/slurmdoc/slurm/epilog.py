@@ -772,7 +772,9 @@ def run_epilog(opts: EpilogOptions, env: Optional[Mapping[str, str]] = None) -> 
 def _worker_creds(env: Mapping[str, str], rec: Mapping[str, str], opts: EpilogOptions):
     """(creds or None, refusal). As root, the user side runs as the job's owner; when that is
     unknown inside Slurm (a job id from the environment), the user's files are not touched.
-    Run by hand (--job-id, no Slurm context), it acts with the caller's rights."""
+    Run by hand (--job-id, no Slurm context), it acts with the caller's rights, unless scontrol
+    knows the job: then its paths are the user's, and an owner it cannot name (a field left out
+    as ambiguous) is a refusal too."""
     from slurmdoc.slurm.privsep import job_creds
 
     if os.geteuid() != 0:
@@ -780,9 +782,9 @@ def _worker_creds(env: Mapping[str, str], rec: Mapping[str, str], opts: EpilogOp
     creds = job_creds(env, rec)
     if creds is not None:
         return creds, None
-    if opts.job_id and not env.get("SLURM_SCRIPT_CONTEXT") and not env.get("SLURM_JOB_ID"):
+    if opts.job_id and not env.get("SLURM_SCRIPT_CONTEXT") and not env.get("SLURM_JOB_ID") and not rec:
         return None, None
-    return None, "the job's owner is unknown (no SLURM_JOB_UID, no scontrol record): its files are not read as root"
+    return None, "the job's owner is unknown (no SLURM_JOB_UID, none in scontrol's record): its files are not read as root"
 
 
 def _answer(doc: Optional[dict]):

@@ -107,19 +107,39 @@ def resolve(pattern: str, ctx: JobContext, limit: int = 64) -> list[str]:
     return sorted(glob.glob(g))[:limit]
 
 
+# What scontrol prints before the job's name, and only there: the job's own ids
+HEAD_KEYS = frozenset({"JobId", "ArrayJobId", "ArrayTaskId", "ArrayTaskThrottle", "HetJobId", "HetJobOffset"})
+
+
 def parse_scontrol(text: str) -> list[dict[str, str]]:
-    """`scontrol show job [-o] ID` -> one dict per job record (array tasks, het components)."""
+    """`scontrol show job [-o] ID` -> one dict per job record (array tasks, het components).
+
+    scontrol does not quote its values, and some are the user's free text (the job's name, its
+    comment, its paths), so a name like `x UserId=root(0)` reads as fields of its own. Such text
+    can add a field but never remove the one slurmctld prints: a field seen twice is ambiguous
+    and left out, and the job's ids (HEAD_KEYS), which scontrol prints before JobName, are never
+    taken from after it."""
     records: list[dict[str, str]] = []
     for chunk in re.split(r"(?m)^\s*(?=JobId=)", text):
         flat = " ".join(chunk.split())
         if not flat.startswith("JobId="):
             continue
-        rec: dict[str, str] = {}
         # keys are Word= at the start or after whitespace; a value runs to the next key
+        pairs = []
         for part in re.split(r"\s+(?=[A-Za-z][A-Za-z0-9_:/]*=)", flat):
             k, eq, v = part.partition("=")
             if eq:
-                rec.setdefault(k, v.strip())
+                pairs.append((k, v.strip()))
+        named = next((i for i, (k, _) in enumerate(pairs) if k == "JobName"), len(pairs))
+        rec: dict[str, str] = {}
+        for k, v in pairs[:named]:
+            rec.setdefault(k, v)
+        seen: dict[str, int] = {}
+        for k, _ in pairs[named:]:
+            seen[k] = seen.get(k, 0) + 1
+        for k, v in pairs[named:]:
+            if seen[k] == 1 and k not in HEAD_KEYS:
+                rec.setdefault(k, v)
         records.append(rec)
     return records
 
