@@ -300,3 +300,19 @@ def test_a_loss_named_in_one_word_is_read_on_a_long_line_within_its_time_bound(l
         except TimeoutError:
             pass
         assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+
+
+@pytest.mark.parametrize("line", [
+    "pool: rank 0 noticed the job ended with exit code 1",  # the rank reports, another ended
+    "pool: rank 0 reports node trn-044 failed with exit code 1",
+    "pool: rank 0: node trn-044 failed with exit code 1",  # a label's colon, another subject
+    "pool: local rank 6 (pid 7712) exited with exit code 1",  # a rank within its node
+    "pool: Local rank 6 exited with exit code 1",
+])
+def test_a_launchers_exit_report_names_no_rank_that_is_not_its_subjects_global_rank(line):
+    from slurmdoc.engine.matcher import Matcher
+    from slurmdoc.engine.selftest import classify_text
+
+    got = [m for _, m in classify_text(Matcher(BOOK), line) if m is not None and m.rule.id == "worker-exit-nonzero"]
+    assert got and got[0].captures.get("exitcode") == "1", got
+    assert got[0].captures.get("rank") is None, got[0].captures
