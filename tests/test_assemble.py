@@ -356,22 +356,37 @@ def test_a_launcher_summary_yields_each_failure_entry_traceback_as_that_ranks_ev
     assert inner.lines[1] == '  File "/srv/train.py", line 9, in step'  # dedented to a traceback's own shape
 
 
-def test_a_launcher_summary_signal_field_is_a_line_of_that_rank():
+def test_a_launcher_summary_entry_ended_by_a_signal_is_its_exit_code_line_of_that_rank():
+    # the entry's `traceback :` field only restates its exit code (`Signal 15 (SIGTERM)
+    # received by PID 78` under `exitcode : -15`): the exit code line is the entry's report
     evs = events(SUMMARY)
     (sig,) = [e for e in evs if e.kind == "line"]
-    assert sig.lines == ["Signal 15 (SIGTERM) received by PID 78"]
-    assert sig.first.who.rank == 12 and sig.linenos == [15]
+    assert sig.lines == ["exitcode  : -15 (pid: 78)"]
+    assert sig.first.who.rank == 12 and sig.linenos == [13]
     # `<N/A>` or an empty field says nothing
     assert [e for e in events(SUMMARY.replace("Signal 15 (SIGTERM) received by PID 78", "<N/A>")) if e.kind == "line"] == []
 
 
-def test_a_summary_entry_whose_rank_field_lost_its_value_still_yields_its_signal_line():
+def test_a_summary_entry_whose_rank_field_lost_its_value_still_yields_its_exit_line():
     # a field cut or damaged right after its colon (a NUL hole, a paste) names no rank: the
     # entry's other fields still count, and nothing raises
     text = "\n".join(ln if not ln.strip().startswith("rank ") else ln.split(":")[0] + ":" for ln in SUMMARY.split("\n"))
     assert text != SUMMARY
     (sig,) = [e for e in events(text) if e.kind == "line"]
-    assert sig.lines == ["Signal 15 (SIGTERM) received by PID 78"] and sig.first.who.rank is None
+    assert sig.lines == ["exitcode  : -15 (pid: 78)"] and sig.first.who.rank is None
+
+
+def test_a_summary_entry_whose_signal_field_is_cut_short_still_reports_its_exit_code():
+    # a paste that stops inside the last entry's `traceback :` field (`Signal 9 (SIGKILL)
+    # rece`): the exit code above it still says how that rank ended, and is cited there
+    body = SUMMARY.split("\n")[:-1]
+    body = [ln.replace("Signal 15 (SIGTERM) received by PID 78", "Signal 15 (SIGT") for ln in body]
+    entry = ["[0]:", "  time      : 2031-01-01_00:00:08", "  host      : n7", "  rank      : 11 (local_rank: 3)",
+             "  exitcode  : -9 (pid: 77)", "  error_file: <N/A>", "  traceback : Signal 9 (SIGKILL) rece"]
+    cut = body.index("Root Cause (first observed failure):")
+    evs = events("\n".join(body[: cut + 1] + entry))
+    lines = sorted((e.linenos[0], e.lines[0], e.first.who.rank) for e in evs if e.kind == "line")
+    assert lines == [(13, "exitcode  : -15 (pid: 78)", 12), (cut + 6, "exitcode  : -9 (pid: 77)", 11)]
 
 
 def test_a_progress_line_ends_the_exception_message():
@@ -403,7 +418,7 @@ def test_a_summary_pasted_without_its_banner_still_yields_its_entries():
         assert inner.lines[inner.origin()] == "RuntimeError: CUDA error: an illegal memory access was encountered"
         assert all("whoever pasted" not in e.text() for e in evs if e.kind == "traceback"), start
         if start == "Failures:":
-            (sig,) = [e for e in evs if e.kind == "line" and "Signal 15" in e.text()]
+            (sig,) = [e for e in evs if e.kind == "line" and "exitcode  : -15" in e.text()]
             assert sig.first.who.rank == 12
 
 

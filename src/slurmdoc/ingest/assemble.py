@@ -616,13 +616,18 @@ class Assembler:
                     field = i
                 else:  # the error record below it names the exception
                     field = next((j for j in range(i + 1, len(entry)) if RECORD_MESSAGE.match(entry[j].text)), None)
+        code = next((i for i, ll in enumerate(entry) if (m := ENTRY_FIELD.match(ll.text)) and m.group(1) == "exitcode"), None)
         if field is None:
             # the entry is cut before its traceback field (a paste, a tail), or the field
             # says only that none was recorded: its exit code is the launcher's whole report
             # on that rank
-            code = next((i for i, ll in enumerate(entry) if (m := ENTRY_FIELD.match(ll.text)) and m.group(1) == "exitcode"), None)
             if code is None:
                 return
+            field = code
+        elif code is not None and (fm := ENTRY_FIELD.match(entry[field].text)) is not None and fm.group(1) == "traceback" and not _field_stands(fm.group(2)):
+            # a traceback field that is no traceback and no exception (`Signal 9 (SIGKILL)
+            # received by PID N`, or such a line cut short) restates the exit code above it:
+            # the exit code is the entry's report, cited where the launcher states it
             field = code
         head = entry[field]
         if (rec := RECORD_MESSAGE.match(head.text)) is not None:
@@ -668,6 +673,14 @@ class Assembler:
 
 # half of a UTF-16 pair escaped alone in JSON (`\ud800`): decoded, no character UTF-8 can hold
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _field_stands(value: str) -> bool:
+    """Is a summary entry's `traceback :` field read on its own: a worker's traceback or an
+    exception line (more than the entry's exit code says), or nothing (empty, `<N/A>`: no
+    event at all)?"""
+    value = value.strip()
+    return not value or value.startswith("<") or bool(TB_HEADER.match(value) or (("Error" in value or "Exception" in value) and EXC_ALONE.match(value)))
 
 
 def _json_text(text: str) -> str:
