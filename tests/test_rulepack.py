@@ -283,6 +283,8 @@ def test_the_layout_equation_is_read_on_a_long_line_of_error_words_within_its_ti
     "Loss" * 25_000,  # one word of a hundred kilobytes made of a loss's name
     "Loss" * 25_000 + ": nan",  # ... ending as a metric
     "epoch 3 RunLoss: 0.41 " * 4_500,  # a metrics line's redraws kept on one line
+    "x/" * 50_000 + " loss: nan",  # a path of a hundred kilobytes, then the metric
+    "see https://" + "x/" * 50_000 + "val_loss: nan",  # ... the metric at the path's end
 ])
 def test_a_loss_named_in_one_word_is_read_on_a_long_line_within_its_time_bound(line):
     # a loss whose qualifier is written into its name (LastLoss) is found by trying where
