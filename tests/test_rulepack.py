@@ -318,3 +318,25 @@ def test_a_launchers_exit_report_names_no_rank_that_is_not_its_subjects_global_r
     got = [m for _, m in classify_text(Matcher(BOOK), line) if m is not None and m.rule.id == "worker-exit-nonzero"]
     assert got and got[0].captures.get("exitcode") == "1", got
     assert got[0].captures.get("rank") is None, got[0].captures
+
+
+@pytest.mark.parametrize("line", [
+    "Error executing job with overrides: [" + " " * 500_000 + "x",  # a run of blanks in the list
+    "Error executing job with overrides: [" + "'a', " * 100_000,  # a long list, cut
+    "Error executing job with overrides: [" + "] " * 250_000 + "x",  # closing brackets all along
+])
+def test_a_hydra_report_is_read_on_a_long_line_within_its_time_bound(line):
+    # the list of overrides runs to the line's end, closed or cut: finding that end must not
+    # try every place where blanks or a closing bracket could end it
+    from time import process_time
+
+    from slurmdoc.engine.loader import MATCH_TIMEOUT
+
+    rule = BOOK.by_id("hydra-job-error")
+    for rx in [*rule.patterns, *rule.excludes]:
+        t0 = process_time()
+        try:
+            rx.search(line, timeout=10 * MATCH_TIMEOUT)
+        except TimeoutError:
+            pass
+        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
