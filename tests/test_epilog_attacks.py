@@ -842,3 +842,48 @@ def test_a_job_name_cannot_make_a_root_run_by_hand_act_as_root(arena):
     ok_exit(p)
     assert os.stat(arena / "job" / f"slurm-{JOB}.slurmdoc.json").st_uid == NOBODY
     assert json.loads((arena / "ledger" / "l.jsonl").read_text().splitlines()[-1])["category"] == "import_error"
+
+
+# ---- sacct's parsable output: a job name (or work dir) holding the delimiter or a newline
+
+
+def _fake_sacct(tmp: Path, name: str) -> str:
+    """A PATH whose `sacct` prints job 5 (FAILED 1:0) and its step in `-P` form, with the
+    delimiter it is given (`|` by default), the job's name being `name`."""
+    (tmp / "bin").mkdir(exist_ok=True)
+    (tmp / "name.txt").write_text(name)
+    script = tmp / "bin" / "sacct"
+    script.write_text(f"""#!{sys.executable}
+import sys
+d = "|"
+fields = []
+for i, a in enumerate(sys.argv):
+    if a.startswith("--delimiter="):
+        d = a.split("=", 1)[1]
+    if a == "-o":
+        fields = sys.argv[i + 1].split(",")
+name = open({str(tmp / 'name.txt')!r}).read()
+rows = [dict(JobID="5", JobIDRaw="5", JobName=name, State="FAILED", ExitCode="1:0", User="u", UID="1000",
+             WorkDir="/w"),
+        dict(JobID="5.batch", JobIDRaw="5.batch", JobName="batch", State="FAILED", ExitCode="1:0")]
+out = [d.join(fields)] + [d.join(r.get(f, "") for f in fields) for r in rows]
+sys.stdout.write("\\n".join(out) + "\\n")
+""")
+    os.chmod(script, 0o755)
+    return f"{tmp / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
+@pytest.mark.parametrize("name", [
+    "x|COMPLETED|0:0|0:0",  # shifts every later column: the job would read COMPLETED 0:0
+    "x\n77|77|victim|FAILED|9:0|0:0",  # a row of its own, for another job
+    "x\x1e77|77|victim|FAILED|9:0|0:0",  # a separator str.splitlines() breaks on
+    "x\u202877|77|victim|FAILED|9:0|0:0",
+])
+def test_a_job_name_cannot_forge_sacct_columns_or_rows(tmp_path, monkeypatch, name):
+    from slurmdoc.slurm import sacct
+
+    monkeypatch.setenv("PATH", _fake_sacct(tmp_path, name))
+    rows = sacct.run_sacct(["5"])
+    assert sorted(r.job_id for r in rows) == ["5", "5.batch"], [(r.job_id, r.state) for r in rows]
+    job = next(r for r in rows if r.job_id == "5")
+    assert job.state == "FAILED" and str(job.exit_code) == "1:0" and job.name == name and job.work_dir == "/w"

@@ -13,8 +13,8 @@ from typing import Optional
 from slurmdoc.errors import InputError
 from slurmdoc.fleet.jobs import job_order
 from slurmdoc.slurm.models import JobTriage
-from slurmdoc.slurm.sacct import CORE_FIELDS, FIELDS, SACCT_TIMEOUT, SacctRow, SlurmError, parse_psv, read_sacct_file, \
-    with_job_defaults
+from slurmdoc.slurm.sacct import CORE_FIELDS, FIELDS, SACCT_TIMEOUT, SacctRow, SlurmError, fresh_delimiter, parse_own_psv, \
+    read_sacct_file, with_job_defaults
 
 _TIME = re.compile(r"(?:\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2})?)?|now(?:[-+]\d+(?:minutes|hours|days|weeks)?)?|"
                    r"\d{2}/\d{2}(?:/\d{2})?|\d{2}:\d{2}(?::\d{2})?)", re.I)
@@ -53,14 +53,15 @@ def run_window(w: Window, timeout: float = SACCT_TIMEOUT) -> list[SacctRow]:
         base += ["-s", ",".join(w.states)]
     for fields in (FIELDS, CORE_FIELDS):
         try:
-            p = subprocess.run(base + ["-o", ",".join(fields)], capture_output=True, text=True, timeout=timeout,
-                               errors="replace")
+            delim = fresh_delimiter()
+            p = subprocess.run(base + [f"--delimiter={delim}", "-o", ",".join(fields)], capture_output=True, text=True,
+                               timeout=timeout, errors="replace")
         except FileNotFoundError:
             raise SlurmError("sacct not found", "off the cluster, pass saved `sacct -P -D` output with --sacct-file")
         except subprocess.TimeoutExpired:
             raise SlurmError(f"sacct did not answer within {timeout:.0f} s", "is slurmdbd up? a shorter window helps")
         if p.returncode == 0:
-            return parse_psv(p.stdout.splitlines(), "sacct")
+            return parse_own_psv(p.stdout, delim, "sacct")
         msg = (p.stderr.strip() or p.stdout.strip() or f"exit status {p.returncode}").splitlines()[0]
         if "invalid field" in msg.lower() and fields is FIELDS:
             continue

@@ -205,18 +205,48 @@ def _state(text: str) -> tuple[str, Optional[str]]:
 # parsable (-P / -p)
 
 
-def parse_psv(lines: Iterable[str], where: str = "sacct output") -> list[SacctRow]:
+def fresh_delimiter() -> str:
+    """A delimiter for one `sacct -P` run (`--delimiter`) that no job's name, work dir or
+    submit line can hold, since it is drawn at random each time: a `|` or a newline inside such
+    free text then neither shifts the columns nor starts a row (see parse_own_psv)."""
+    import secrets
+
+    return f"|{secrets.token_hex(8)}|"
+
+
+def parse_own_psv(stdout: str, delimiter: str, where: str = "sacct") -> list[SacctRow]:
+    """Rows of a `sacct -P --delimiter=<fresh_delimiter()>` run: records are split at newlines
+    only, a line with fewer fields than the header goes on with the next one (a newline inside a
+    value), and a record with more fields than the header is dropped."""
+    lines = stdout.split("\n")
+    if not lines or delimiter not in lines[0]:
+        return parse_psv(lines, where, delimiter)
+    width = lines[0].count(delimiter)
+    out = [lines[0]]
+    pending: Optional[str] = None
+    for line in lines[1:]:
+        pending = line if pending is None else pending + "\n" + line
+        n = pending.count(delimiter)
+        if n < width:
+            continue
+        if n == width:
+            out.append(pending)
+        pending = None
+    return parse_psv(out, where, delimiter)
+
+
+def parse_psv(lines: Iterable[str], where: str = "sacct output", delimiter: str = "|") -> list[SacctRow]:
     """Rows of `sacct -P` / `-p` output. The header line is required (field order varies)."""
     it = iter(lines)
     header: Optional[list[str]] = None
     trailing = False  # -p: every line ends with the delimiter
     rows: list[SacctRow] = []
     for lineno, line in enumerate(it, 1):
-        line = line.rstrip("\r\n")
+        line = line.rstrip("\r\n") if delimiter == "|" else line.rstrip("\r")
         if not line.strip():
             continue
         if header is None:
-            cols = line.split("|")
+            cols = line.split(delimiter)
             if cols and cols[-1] == "":
                 cols = cols[:-1]
                 trailing = True
@@ -227,11 +257,11 @@ def parse_psv(lines: Iterable[str], where: str = "sacct output") -> list[SacctRo
                 )
             header = cols
             continue
-        if trailing and line.endswith("|"):
-            line = line[:-1]
-        vals = line.split("|")
+        if trailing and line.endswith(delimiter):
+            line = line[: -len(delimiter)]
+        vals = line.split(delimiter)
         if len(vals) > len(header):  # a `|` inside the last (free text) field
-            vals = vals[: len(header) - 1] + ["|".join(vals[len(header) - 1:])]
+            vals = vals[: len(header) - 1] + [delimiter.join(vals[len(header) - 1:])]
         rec = dict(zip(header, vals))
         rows.append(_row_from_fields(rec))
     if header is None:
@@ -513,7 +543,8 @@ def run_sacct(job_ids: list[str], timeout: float = SACCT_TIMEOUT) -> list[SacctR
     """`sacct -P -D` for these jobs (all their steps, every attempt). Raises SlurmError with sacct's own words."""
     ids = ",".join(job_ids)
     for fields in (FIELDS, CORE_FIELDS):
-        cmd = ["sacct", "-P", "-D", "-j", ids, "-o", ",".join(fields)]  # -D: every attempt of a requeued job
+        delim = fresh_delimiter()
+        cmd = ["sacct", "-P", f"--delimiter={delim}", "-D", "-j", ids, "-o", ",".join(fields)]  # -D: every attempt
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, errors="replace")
         except FileNotFoundError:
@@ -523,7 +554,7 @@ def run_sacct(job_ids: list[str], timeout: float = SACCT_TIMEOUT) -> list[SacctR
         except OSError as e:
             raise SlurmError(f"cannot run sacct: {e.strerror}")
         if p.returncode == 0:
-            return parse_psv(p.stdout.splitlines(), "sacct")
+            return parse_own_psv(p.stdout, delim, "sacct")
         msg = (p.stderr.strip() or p.stdout.strip() or f"exit status {p.returncode}").splitlines()[0]
         if "invalid field" in msg.lower() and fields is FIELDS:
             continue  # an older sacct: ask for less
