@@ -887,3 +887,61 @@ def test_a_job_name_cannot_forge_sacct_columns_or_rows(tmp_path, monkeypatch, na
     assert sorted(r.job_id for r in rows) == ["5", "5.batch"], [(r.job_id, r.state) for r in rows]
     job = next(r for r in rows if r.job_id == "5")
     assert job.state == "FAILED" and str(job.exit_code) == "1:0" and job.name == name and job.work_dir == "/w"
+
+
+# ---- the live tests' Epilog wrapper (scripts/slurm-epilog): a root shell script in the job's work dir
+
+
+def _wrapper(arena: Path) -> Path:
+    script = Path(__file__).parent.parent / "scripts" / "slurm-epilog"
+    text = subprocess.run(["bash", str(script), "print-wrapper", SLURMDOC], capture_output=True, text=True,
+                          check=True).stdout
+    w = arena / "wrapper.sh"
+    w.write_text(text)
+    os.chmod(w, 0o755)
+    return w
+
+
+def _run_wrapper(arena: Path, w: Path):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_JOB_ID": JOB, "SLURM_JOB_UID": str(NOBODY),
+           "SLURM_JOB_GID": str(NOBODY), "SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURM_JOB_EXIT_CODE2": "1:0",
+           "SLURM_JOB_STDOUT": str(arena / "job" / "slurm-%j.out"), "SLURM_JOB_WORK_DIR": str(arena / "job")}
+    return subprocess.run(["/bin/sh", str(w)], env=env, cwd="/", capture_output=True, timeout=120)
+
+
+@root_only
+@pytest.mark.parametrize("plant", ["symlinks", "opt-in-symlink", "none"])
+def test_live_epilog_wrapper_touches_the_work_dir_only_as_the_job_user(arena, plant):
+    """The wrapper runs as root and appends its output and the ledger to files in the job's
+    work dir: a symlink the user plants there (to a file root may write, to a root-only opt-in
+    file) gets nothing; with nothing planted, the files are the user's and the job is reported."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv")
+    victim = arena / "victim"
+    job = arena / "job"
+    names = ["epilog.out", "epilog.err", "epilog-ledger.jsonl"]
+
+    def do_plant():
+        if plant == "symlinks":
+            (job / ".slurmdoc-epilog").write_text("opt in\n")
+            for n in names:
+                os.symlink(victim, job / n)
+        elif plant == "opt-in-symlink":
+            os.symlink(arena / "secret" / "root.log", job / ".slurmdoc-epilog")
+        else:
+            (job / ".slurmdoc-epilog").write_text("opt in\n")
+
+    as_user(NOBODY, NOBODY, do_plant)
+    p = _run_wrapper(arena, _wrapper(arena))
+    assert p.returncode == 0, p.stderr
+    assert victim.read_text() == "keep me\n"
+    report = job / f"slurm-{JOB}.slurmdoc.json"
+    if plant == "opt-in-symlink":  # the user cannot open it: the job did not opt in
+        assert not report.exists() and not (job / "epilog-ledger.jsonl").exists()
+    elif plant == "none":
+        assert report.exists()
+        for n in ("epilog.out", "epilog-ledger.jsonl"):
+            assert os.lstat(job / n).st_uid == NOBODY
+        assert json.loads((job / "epilog-ledger.jsonl").read_text())["job_id"] == JOB
+    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("tmp") and
+                os.path.exists(os.path.join(tempfile.gettempdir(), d, "ledger.jsonl"))]
