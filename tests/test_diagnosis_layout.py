@@ -57,3 +57,24 @@ def test_filtered_local_ranks_do_not_invent_global_ranks(write):
     lines += ["1: E1121 10:00:00.1 1 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 3 (pid: 9) of binary: python"]
     d = diagnose([write("f.log", "\n".join(lines))])
     assert d.root_cause.category == "python_exception" and d.root_cause.rank is None
+
+
+def _host_tagged_launcher_exit(hosts: list[str]) -> list[str]:
+    # a launcher that tags every line with its host (pdsh under DeepSpeed's runner), the failing
+    # process named only by the local rank its command line was given
+    lines = [f"{h}: [launch] starting 4 processes, world size {4 * len(hosts)}" for h in hosts]
+    lines += [f"{hosts[-1]}: Traceback (most recent call last):", f'{hosts[-1]}:   File "/srv/fit.py", line 9, in <module>',
+              f"{hosts[-1]}: ValueError: batch of 0 rows"]
+    lines += [f"{hosts[-1]}: [launch] ['/usr/bin/python3', '-u', 'fit.py', '--local_rank=2'] exits with return code = 1"]
+    return lines
+
+
+def test_a_local_rank_on_one_of_several_hosts_is_no_global_rank(write):
+    # lines tagged with two hosts make a multi-node job: local rank 2 of the second host is
+    # not global rank 2, and with no index for the host it is no global rank at all
+    d = diagnose([write("two.log", "\n".join(_host_tagged_launcher_exit(["dgx-a07", "dgx-b12"])))])
+    assert d.root_cause is not None and d.root_cause.category == "python_exception"
+    assert d.root_cause.rank is None and d.root_cause.node == "dgx-b12"
+    # on one host, the local rank is the global rank
+    d = diagnose([write("one.log", "\n".join(_host_tagged_launcher_exit(["dgx-a07"])))])
+    assert d.root_cause is not None and d.root_cause.rank == 2

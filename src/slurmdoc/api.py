@@ -187,6 +187,7 @@ def diagnose(
     observe = tracker.observe
     note = analyzer.note_stream
     seen = analyzer.seen
+    hosts = analyzer.line_hosts
     classify = matcher.classify
     add = analyzer.add
 
@@ -223,8 +224,11 @@ def diagnose(
             assembler.quiet = not hit
             for ll in split_line(parser, src, n, raw):
                 observe(ll)
-                if ll.stream not in seen and ll.origin == "rank":
-                    note(ll.stream, ll.who)  # only printers with a rank count for the layout
+                if ll.stream not in seen:
+                    if ll.origin == "rank":
+                        note(ll.stream, ll.who)  # only printers with a rank count for the layout
+                    if ll.node is not None and len(hosts) < 2 and ll.node not in hosts:
+                        hosts.add(ll.node)  # two hosts tagging lines: a multi-node job
                 if parser.late:
                     for stream, who in parser.take_late():
                         note(stream, who)  # ranks a prefix was confirmed for after their lines

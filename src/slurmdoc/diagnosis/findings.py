@@ -179,6 +179,10 @@ class Collector:
         self.host_refs: list[tuple[RankRef, str, int]] = []  # (who, host, how sure) from srun lines, prefixes, summaries
         self.pid_ref: dict[tuple[int, str], RankRef] = {}  # (source, pid) -> the rank that process was
         self._node_host: dict[tuple[int, int], str] = {}  # (source, srun label of an agent) -> host
+        # hosts that lines were tagged with (a `host:` prefix: pdsh under DeepSpeed's runner),
+        # the first two (the reader notes them, and findings' lines): two of them make a
+        # multi-node job, where a local rank whose node has no index is no global rank
+        self.line_hosts: set[str] = set()
         self.agent_sources: set[int] = set()  # sources whose srun labels are torchrun agents (nodes)
         self.pid_findings: list[tuple[str, int, str]] = []  # (rule id, source, pid) of findings naming only a pid
         self.error_lines: list[Finding] = []  # the generic lexicon's error-like lines (bottom rung), capped
@@ -397,6 +401,8 @@ class Collector:
         elif host:
             self.host_refs.extend((r, host, 0) for r in refs)
         first = event.first
+        if first.node and len(self.line_hosts) < 2:
+            self.line_hosts.add(first.node)
         if first.node and first.origin == "rank":
             self.host_refs.append((first.who, first.node, 2))
         for e in match.entries:
