@@ -276,6 +276,30 @@ def test_node_epilog_acts_on_the_batch_host_only(monkeypatch, job_dir):
     assert res.wrote and not res.problems
 
 
+def test_node_epilog_acts_on_one_node_when_the_record_names_no_batch_host(monkeypatch, job_dir):
+    # scontrol's batch host left out (a job name holding `BatchHost=...` makes it ambiguous, or
+    # the record has none): the allocation's first node reports, never every node of the job
+    from slurmdoc.slurm.locate import parse_scontrol
+
+    text = (f"JobId={JOB} JobName=x BatchHost=n3 UserId=u(1) GroupId=g(1) JobState=FAILED "
+            f"NodeList=n[01-04,09] BatchHost=n01 StdOut={job_dir}/slurm-%j.out")
+    for record in (text, text.replace(" BatchHost=n3", "").replace(" BatchHost=n01", "")):
+        monkeypatch.setattr("slurmdoc.slurm.locate.scontrol_show_job", lambda *a, **k: parse_scontrol(record))
+        env = {"SLURM_JOB_ID": JOB, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURM_JOB_EXIT_CODE2": "1:0", **OWNER}
+        for node in ("n3", "n04", "n09"):
+            res = ep.run_epilog(ep.EpilogOptions(sacct=False), env=dict(env, SLURMD_NODENAME=node))
+            assert res.skipped and "batch host" in res.skipped and not res.wrote, (node, record)
+        res = ep.run_epilog(ep.EpilogOptions(sacct=False), env=dict(env, SLURMD_NODENAME="n01"))
+        assert res.wrote and not res.problems, record
+        for p in job_dir.glob("*.slurmdoc.*"):
+            p.unlink()
+    # no batch host and no node list either (both made ambiguous): no node can tell it is the one
+    monkeypatch.setattr("slurmdoc.slurm.locate.scontrol_show_job", lambda *a, **k: parse_scontrol(
+        f"JobId={JOB} JobName=x BatchHost=n3 NodeList=n3 UserId=u(1) NodeList=n01 BatchHost=n01 StdOut={job_dir}/slurm-%j.out"))
+    res = ep.run_epilog(ep.EpilogOptions(sacct=False), env=dict(env, SLURMD_NODENAME="n01"))
+    assert res.skipped and "batch host" in res.skipped and not res.wrote
+
+
 @pytest.mark.parametrize("text,expect", [("1", "1:0"), ("0:9", "0:9"), ("137", "137:0"), ("", None), ("x", None)])
 def test_exit_code_argument(text, expect):
     ec = ep._exit_code(text)

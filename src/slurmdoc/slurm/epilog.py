@@ -815,7 +815,7 @@ def _answer(doc: Optional[dict]):
 
 def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None:
     from slurmdoc.slurm.fuse import fuse
-    from slurmdoc.slurm.locate import JobContext, default_pattern, pick_record, scontrol_show_job
+    from slurmdoc.slurm.locate import JobContext, default_pattern, first_host, pick_record, scontrol_show_job
     from slurmdoc.slurm.privsep import run_worker
 
     clock = _Clock(opts.budget, _startup_spent())
@@ -841,9 +841,16 @@ def _run(opts: EpilogOptions, env: Mapping[str, str], res: EpilogResult) -> None
         res.skipped = f"component {cap(rec['HetJobOffset'], 16)} of heterogeneous job {cap(rec.get('HetJobId'), 32)}: its leader reports"
         return
     node = env.get("SLURMD_NODENAME")
-    if context == "epilog_slurmd" and not opts.all_nodes and node and rec.get("BatchHost") and node != rec["BatchHost"]:
-        res.skipped = f"not the batch host ({cap(node, FIELD_MAX)} != {cap(rec['BatchHost'], FIELD_MAX)})"
-        return
+    if context == "epilog_slurmd" and not opts.all_nodes and node and rec:
+        # one node reports: the batch host, else (none in the record, or one the job's free
+        # text made ambiguous) the allocation's first node, where Slurm starts the batch step
+        host = rec.get("BatchHost") or first_host(rec.get("NodeList"))
+        if not host:
+            res.skipped = "no batch host or node list in scontrol's record: no node reports the job"
+            return
+        if node != host:
+            res.skipped = f"not the batch host ({cap(node, FIELD_MAX)} != {cap(host, FIELD_MAX)})"
+            return
 
     ctx = JobContext(
         job_id=job_id,

@@ -144,6 +144,14 @@ def parse_scontrol(text: str) -> list[dict[str, str]]:
     return records
 
 
+def first_host(nodelist: Optional[str]) -> Optional[str]:
+    """The first host of a Slurm host list (`gpu-[007-010,12],cpu1` -> `gpu-007`,
+    `r[1-2]-g[01-04]` -> `r1-g01`), or None when it names none (`(null)`)."""
+    first = re.match(r"(?:[^,\[]|\[[^\]]*\])*", (nodelist or "")[:1024]).group(0)
+    host = re.sub(r"\[(\d+)[^\]]*\]", r"\1", first)
+    return host if re.fullmatch(r"[\w.\-]+", host) else None
+
+
 def scontrol_show_job(job_id: str, timeout: float = 5.0) -> list[dict[str, str]]:
     """slurmctld's record of a job (kept MinJobAge seconds after it ends); [] when unknown."""
     try:
