@@ -172,7 +172,7 @@ def test_a_traceback_cut_before_its_exception_is_explained_by_the_named_error_pr
                         ("d.log", [f"[rank1]: {values}", *(f"[rank0]: {l}" for l in cut)]),
                         ("e.log", [*cut, values])):
         d = diagnose([write(name, "\n".join(["epoch 3 done", *lines]))])
-        assert d.root_cause.category == "python_exception", name
+        assert d.root_cause.rule_id == "traceback-cut" and d.root_cause.category == "unknown", name
 
 
 def test_an_uncaught_cpp_exception_leads_over_a_later_peer_echo_unless_a_rule_reads_its_message(write):
@@ -264,3 +264,28 @@ def test_an_exception_of_its_own_below_an_announcing_one_is_not_its_message(writ
     path = write("a.log", "\n".join(head + below))
     d = diagnose([path])
     assert d.root_cause.category == "python_exception" and d.root_cause.source == f"{path}:3"
+
+
+def test_frames_cut_before_their_exception_line_say_no_class_unless_a_wrapper_above_names_it(write):
+    # a paste that stops inside a traceback says where the process was, not what it raised:
+    # the kind of failure is not in the log (unknown). A wrapper line above the frames that names
+    # the class it carries (`Wrapper(Inner): ...`, then the remote process's frames, cut) does
+    # say what they end in: that class is the failure, read by the generic rule or by the rule
+    # for that class
+    head = ["Traceback (most recent call last):", '  File "/opt/pool/driver.py", line 30, in collect', "    out = handle.result()"]
+    carried = ['  File "/opt/pool/worker.py", line 81, in run_job', "    rows = table[offset]",
+               '  File "/opt/pool/table.py", line 12, in __getitem__', "    return self.rows[i]"]
+    d = diagnose([write("a.log", "\n".join(["job 12 started", *head, *carried]))])
+    assert d.root_cause.category == "unknown" and d.root_cause.rule_id == "traceback-cut"
+    wrapper = "pool.errors.JobFailedError(IndexError): job 12 on worker-3 (pid=4410)"
+    d = diagnose([write("b.log", "\n".join(["job 12 started", *head, wrapper, *carried]))])
+    rc = d.root_cause
+    assert rc.category == "python_exception" and rc.rule_id == "python-exception", rc
+    assert rc.source.endswith("b.log:5") and "IndexError" in rc.remediation, rc
+    oom = "pool.errors.JobFailedError(torch.OutOfMemoryError): job 12 on worker-3 (pid=4410)"
+    d = diagnose([write("c.log", "\n".join(["job 12 started", *head, oom, *carried]))])
+    assert d.root_cause.category == "cuda_oom", d.root_cause
+    # the carried traceback whole: its own exception line speaks, as before
+    d = diagnose([write("d.log", "\n".join(["job 12 started", *head, wrapper, *carried, "IndexError: list index out of range"]))])
+    assert d.root_cause.category == "python_exception" and "list index out of range" in d.root_cause.remediation
+

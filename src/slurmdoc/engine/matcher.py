@@ -11,7 +11,7 @@ from typing import Optional
 import regex
 
 from slurmdoc.diagnosis.ranks import to_int
-from slurmdoc.frames import frames
+from slurmdoc.frames import FRAME, frames
 from slurmdoc.engine.template import exit_signal, signum
 from slurmdoc.engine.loader import MATCH_TIMEOUT, NOT_RE_SYNTAX, Rule, Rulebook, _sre, _sre_parse
 from slurmdoc.models import Event
@@ -195,6 +195,16 @@ def unwrapped(line: str) -> Optional[str]:
     return None if m is None else m.group("inner") + (m.group("rest") or "")
 
 
+def carried_cut(event: Event) -> bool:
+    """The traceback's originating exception line is its last, and frames follow it: a
+    wrapper's carried traceback (`RayTaskError(KeyError): ...` then the remote process's
+    frames) cut before the exception line it ends in. The class the wrapper names is then all
+    the log says of what was raised, so every rule reads the wrapper as that class's own line,
+    `reads_wrapped: false` ones too."""
+    at = event.origin()
+    return bool(event.exception_idx) and at == event.exception_idx[-1] and any(FRAME.match(t) for t in event.lines[at + 1:])
+
+
 class Matcher:
     def __init__(self, book: Rulebook) -> None:
         self.book = book
@@ -321,12 +331,15 @@ class Matcher:
         originating exception line first (offset -1), so a chain is classified by the
         exception it started with rather than by the wrapper raised last; then, when that line
         is a wrapper carrying another exception's class (`RayTaskError(ImportError): ...`), on
-        the line as the wrapped class's own (`unwrapped`). A rule with
+        the line as the wrapped class's own (`unwrapped`): for a rule with `reads_wrapped`, or
+        for any rule when the wrapper's carried frames are cut (`carried_cut`). A rule with
         `raised_in` is tried on the exception lines of the traceback `event` alone (see
         _match_raised).
         """
         origin = event.lines[event.origin()] if event is not None and event.kind == "traceback" else None
-        inner = unwrapped(origin) if origin is not None and rule.spec.reads_wrapped and ")" in origin else None
+        inner = unwrapped(origin) if origin is not None and ")" in origin else None
+        if inner is not None and not rule.spec.reads_wrapped and not carried_cut(event):  # type: ignore[arg-type]
+            inner = None
         t0 = perf_counter()
         try:
             for ex in rule.excludes:
