@@ -289,3 +289,20 @@ def test_frames_cut_before_their_exception_line_say_no_class_unless_a_wrapper_ab
     d = diagnose([write("d.log", "\n".join(["job 12 started", *head, wrapper, *carried, "IndexError: list index out of range"]))])
     assert d.root_cause.category == "python_exception" and "list index out of range" in d.root_cause.remediation
 
+
+def test_nccls_return_code_traces_rank_below_a_record_of_what_failed(write):
+    # NCCL prints `file.cc:N -> code` at INFO level for each caller an error code passes
+    # through, also while communicators abort after another failure, before the record of it
+    # (a watchdog's timeout): the traces say a call failed, not what; they lead only when
+    # nothing else is in the log, and after an NCCL WARN the WARN leads
+    traces = [f"gpu-b03:7710:{t} [{g}] NCCL INFO {f} -> {c}" for t, g, f, c in
+              ((8801, 0, "misc/socket.cc:540", 3), (8801, 0, "misc/socket.cc:612", 3), (8790, 1, "transport/net.cc:1180", 2))]
+    timeout = ("[rank3]:[E1127 10:02:11.118 ProcessGroupNCCL.cpp:1500] [PG 0 Rank 3] Watchdog caught collective operation "
+               "timeout: WorkNCCL(SeqNum=881, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for 600310 milliseconds before timing out.")
+    d = diagnose([write("a.log", "\n".join(["step 40 | loss 2.11", *traces, timeout]))])
+    assert d.root_cause.category == "nccl_timeout" and d.root_cause.source.endswith("a.log:5"), d.root_cause
+    d = diagnose([write("b.log", "\n".join(["step 40 | loss 2.11", *traces]))])
+    assert d.root_cause.category == "nccl_error" and d.root_cause.source.endswith("b.log:2"), d.root_cause
+    warn = "gpu-b03:7710:8801 [0] NCCL WARN Net : Connection closed by remote peer gpu-b04<51122>"
+    d = diagnose([write("c.log", "\n".join(["step 40 | loss 2.11", *traces[:1], warn, *traces[1:]]))])
+    assert d.root_cause.rule_id == "nccl-warn" and d.root_cause.source.endswith("c.log:3"), d.root_cause
