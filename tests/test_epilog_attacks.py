@@ -945,3 +945,30 @@ def test_live_epilog_wrapper_touches_the_work_dir_only_as_the_job_user(arena, pl
         assert json.loads((job / "epilog-ledger.jsonl").read_text())["job_id"] == JOB
     assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("tmp") and
                 os.path.exists(os.path.join(tempfile.gettempdir(), d, "ledger.jsonl"))]
+
+
+def test_a_pattern_over_a_symlink_loop_still_gets_a_report(arena):
+    """A per-task pattern (`%t/%t/.../slurm-%j.out`) over a directory of symlinks to itself names
+    20^8 paths: the search is cut off early, and the report (from the accounting record) is
+    still written within the budget."""
+    job = arena / "job"
+
+    def plant():
+        for i in range(20):
+            os.symlink(".", job / f"l{i}")
+
+    if ROOT:
+        as_user(NOBODY, NOBODY, plant)
+    else:
+        plant()
+    env = {} if ROOT else {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    env["SLURM_JOB_STDOUT"] = str(job / "%t/%t/%t/%t/%t/%t/%t/%t/slurm-%j.out")
+    t0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p, _ = epilog(arena, env, args=("--budget", "20"))
+    t1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ok_exit(p)
+    assert b"too many paths" in p.stderr, p.stderr
+    rep = json.loads((job / f"slurm-{JOB}.slurmdoc.json").read_text())
+    assert rep["job"]["status"] == "failed" and rep["lines_read"] == 0
+    cpu = (t1.ru_utime + t1.ru_stime) - (t0.ru_utime + t0.ru_stime)
+    assert cpu < 12, f"{cpu:.1f} s of CPU"

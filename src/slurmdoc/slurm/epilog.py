@@ -517,6 +517,32 @@ def _write_reports(out_dir: str, files: list[tuple[str, bytes]], mode: int) -> l
     return wrote
 
 
+SEARCH_SHARE = 0.25  # of the time left, at most, for finding the log's paths (a glob of a per-task pattern)
+SEARCH_MAX = 5.0  # seconds of CPU time, at most, for the same
+
+
+class _SearchCut(Exception):
+    pass
+
+
+def _within_cpu(seconds: float, work):
+    """work() cut off after `seconds` of CPU time (ITIMER_PROF: not the worker's alarm, which
+    keeps its deadline); raises _SearchCut then. A glob of a per-task pattern over a tree the
+    user made (a directory of symlinks to itself) has no bound of its own."""
+    import signal
+
+    def cut(signum, frame):
+        raise _SearchCut()
+
+    old = signal.signal(signal.SIGPROF, cut)
+    signal.setitimer(signal.ITIMER_PROF, max(0.05, seconds))
+    try:
+        return work()
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, old)
+
+
 def user_side(req: dict, prepared: dict) -> dict:
     """Locate and read the job's log, diagnose it, join it with the accounting verdict the
     parent sent, write the reports. Returns a JSON-able answer for the parent."""
@@ -537,9 +563,13 @@ def user_side(req: dict, prepared: dict) -> dict:
     patterns = [str(p) for p in req.get("patterns") or []]
     how = str(req.get("how") or "")
     if patterns:
-        loc = locate_from_patterns(patterns, ctx, how)
-        if how == "given" and not loc.paths:
-            loc.note = f"the log {patterns[0]} does not exist"
+        try:
+            loc = _within_cpu(min(SEARCH_MAX, max(0.1, left()) * SEARCH_SHARE),
+                              lambda: locate_from_patterns(patterns, ctx, how))
+            if how == "given" and not loc.paths:
+                loc.note = f"the log {patterns[0]} does not exist"
+        except _SearchCut:
+            loc = Located(how=how, note=f"the log's pattern {display(patterns[0])} names too many paths to search: not read")
     else:
         loc = Located(note=req.get("no_log_note") or "no log path known")
     acct = JobTriage.model_validate(req["acct"]) if req.get("acct") else None
