@@ -972,3 +972,43 @@ def test_a_pattern_over_a_symlink_loop_still_gets_a_report(arena):
     assert rep["job"]["status"] == "failed" and rep["lines_read"] == 0
     cpu = (t1.ru_utime + t1.ru_stime) - (t0.ru_utime + t0.ru_stime)
     assert cpu < 12, f"{cpu:.1f} s of CPU"
+
+
+def test_html_report_holds_no_markup_from_the_log_or_its_path(arena):
+    """The page quotes the log's lines, its path and node names: markup in any of them (a
+    script, an event handler, an attribute break-out, a CDATA or comment end) is text on the
+    page, never an element. (A defence that holds: the page is escaped throughout.)"""
+    d = arena / "job" / 'h"><svg onload=alert(1)>'
+    d.mkdir()
+    log = d / f"slurm-{JOB}.out"
+    log.write_text('[rank0]: Traceback (most recent call last):\n'
+                   '[rank0]:   File "</pre><script>alert(1)</script>.py", line 1, in <module>\n'
+                   "[rank0]: RuntimeError: <script>alert(2)</script><img src=x onerror=alert(3)> ]]> --></style>\n"
+                   "srun: error: <b>n1</b>: task 0: Exited with exit code 1\n")
+    if ROOT:
+        for p in (d, log):
+            os.chown(p, NOBODY, NOBODY)
+    env = {} if ROOT else {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    p, _ = epilog(arena, dict(env, SLURM_JOB_STDOUT=str(d / "slurm-%j.out")), args=("--html",))
+    ok_exit(p)
+    page = (d / f"slurm-{JOB}.slurmdoc.html").read_text().lower()
+    assert "&lt;script&gt;" in page  # the message is there, as text
+    for bad in ("<script", "<img", "<svg onload", "<b>n1"):
+        assert bad not in page, bad
+    assert page.count("</style>") == 1 and page.count("<svg") == page.count("</svg>")
+
+
+@root_only
+def test_a_ledger_the_job_user_owns_is_refused(arena):
+    """A ledger in a directory anyone may write (a misplaced /tmp/ledger.jsonl): the job's user
+    creates the file first, so root's lines would land in a file the user can rewrite at will
+    (forged or deleted lines). Root appends only to a ledger that root (or the caller) owns."""
+    shared = arena / "ledger"
+    os.chmod(shared, 0o1777)
+    ledger = shared / "l.jsonl"
+    as_user(NOBODY, NOBODY, lambda: ledger.write_text(""))
+    p, _ = epilog(arena)
+    ok_exit(p)
+    assert b"cannot append to the ledger" in p.stderr and b"owned by uid" in p.stderr
+    assert ledger.read_text() == ""
+    assert (arena / "job" / f"slurm-{JOB}.slurmdoc.json").exists()  # the report is still written

@@ -679,7 +679,8 @@ def _append_ledger(path: str, line: bytes, clock: _Clock) -> None:
     """All or nothing: one write of the whole line under an exclusive lock; a short or failed
     write (a full disk, a file-size limit) is cut back to the size before, so the ledger is left
     as it was. A ledger whose last line was left unterminated gets a newline first. A symlink,
-    FIFO or hard-linked file at its path is refused."""
+    FIFO or hard-linked file at its path is refused, and so is a file owned by another user than
+    root or the caller."""
     import fcntl
     import stat as _stat
 
@@ -690,6 +691,8 @@ def _append_ledger(path: str, line: bytes, clock: _Clock) -> None:
             raise OSError(errno.EINVAL, "not a regular file")
         if st.st_nlink != 1:  # a hard link to some other file
             raise OSError(errno.EMLINK, "it has other hard links")
+        if st.st_uid not in (0, os.geteuid()):  # one a job's user made first, in a directory anyone may write
+            raise OSError(errno.EPERM, f"it is owned by uid {st.st_uid}, not by root or the epilogue's user")
         deadline = time.monotonic() + clock.slice(5, 0.3)
         while True:
             try:
