@@ -340,3 +340,25 @@ def test_a_hydra_report_is_read_on_a_long_line_within_its_time_bound(line):
         except TimeoutError:
             pass
         assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+
+
+@pytest.mark.parametrize("line", [
+    "step 9: CUDA out of memory " * 20_000,  # the words over and over, no trainer's word after
+    "skipping batch " * 40_000,  # the trainer's words over and over, no OOM
+    "Retrying " * 60_000 + "x",
+])
+def test_a_handled_oom_is_told_on_a_long_line_within_its_time_bound(line):
+    # whether a line says the trainer caught the OOM and went on is read once from the line's
+    # start, in either order, not from every place the words occur
+    from time import process_time
+
+    from slurmdoc.engine.loader import MATCH_TIMEOUT
+
+    rule = BOOK.by_id("cuda-oom")
+    for rx in [*rule.patterns, *rule.excludes]:
+        t0 = process_time()
+        try:
+            rx.search(line, timeout=10 * MATCH_TIMEOUT)
+        except TimeoutError:
+            pass
+        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
