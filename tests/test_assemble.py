@@ -241,6 +241,13 @@ def test_a_traceback_cut_at_the_end_of_input():
     assert ev.lines[-1] == "    out = model(batch)"
 
 
+def test_a_traceback_cut_inside_a_frame_lines_path_is_reported_at_the_line_before_it():
+    # the paste's last words are the head of a frame line: no frame, and no line to report
+    (ev,) = tracebacks("Traceback (most recent call last):\n" + FRAMES + '\n  File "/opt/venv/lib/pyth')
+    assert ev.form == "cut" and ev.lines[-1] == '  File "/opt/venv/lib/pyth'
+    assert ev.lines[ev.origin()] == "    out = model(batch)"
+
+
 def test_a_traceback_cut_at_a_trim_mark_then_other_output():
     text = FRAMES + "\n[... 120 lines trimmed ...]\nWATCH the next thing\nepoch 2"
     evs = events(text)

@@ -129,7 +129,12 @@ class Event:
         "Original Traceback" (DataLoader workers re-raise in the main process)."""
         if self.origin_idx >= 0:
             return self.origin_idx
-        return self.exception_idx[0] if self.exception_idx else len(self.lines) - 1
+        if self.exception_idx:
+            return self.exception_idx[0]
+        last = len(self.lines) - 1
+        if last > 0 and self.form == "cut" and _frame_piece(self.lines[last]):
+            return last - 1  # the paste ended inside a frame line: the last whole line is before it
+        return last
 
     def text(self) -> str:
         return "\n".join(self.lines)
@@ -383,3 +388,9 @@ class Diagnosis(_Frozen):
     # per-rank timeline for the pictures (terminal strip, HTML page); one record per rank,
     # so it stays out of the JSON
     timeline: tuple[RankTime, ...] = Field(default=(), exclude=True)
+
+
+def _frame_piece(line: str) -> bool:
+    """Is `line` a traceback frame line cut inside its path (`  File "/usr/lib/pyth`)?"""
+    s = line.lstrip()
+    return s.startswith('File "') and '", line ' not in s
