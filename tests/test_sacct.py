@@ -138,6 +138,22 @@ def test_trailing_delimiter_of_dash_p_and_pipe_in_last_field():
     assert out[0].submit_line == "x | y | z"
 
 
+def test_a_value_holding_many_newlines_is_joined_in_time_linear_in_its_length():
+    # a submit line (the user's free text, up to the kernel's argument limit) holding a
+    # newline every other character: the record is joined once, not recounted at each line
+    from time import process_time
+
+    from slurmdoc.slurm.sacct import parse_own_psv
+
+    d = "|0f1e2d3c4b5a6978|"
+    submit = "sbatch " + "a\n" * 200_000 + "run.sh"
+    out = d.join(["JobID", "State", "ExitCode", "SubmitLine"]) + "\n" + d.join(["5", "FAILED", "2:0", submit]) + "\n"
+    t0 = process_time()
+    (row,) = parse_own_psv(out, d)
+    assert process_time() - t0 < 1.0
+    assert row.job_id == "5" and row.exit_code == ExitCode(2, 0) and row.submit_line.startswith("sbatch a")
+
+
 def test_no_header_is_a_clear_error(tmp_path):
     p = tmp_path / "noheader.txt"
     p.write_text("2|sd-exit1|FAILED|1:0\n")

@@ -223,15 +223,16 @@ def parse_own_psv(stdout: str, delimiter: str, where: str = "sacct") -> list[Sac
         return parse_psv(lines, where, delimiter)
     width = lines[0].count(delimiter)
     out = [lines[0]]
-    pending: Optional[str] = None
+    pending: list[str] = []  # the lines of a record not yet whole, and their delimiters
+    n = 0
     for line in lines[1:]:
-        pending = line if pending is None else pending + "\n" + line
-        n = pending.count(delimiter)
+        pending.append(line)
+        n += line.count(delimiter)  # (a delimiter cannot span a newline: it holds none)
         if n < width:
             continue
         if n == width:
-            out.append(pending)
-        pending = None
+            out.append("\n".join(pending))
+        pending, n = [], 0
     return parse_psv(out, where, delimiter)
 
 
