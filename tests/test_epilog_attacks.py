@@ -1012,3 +1012,23 @@ def test_a_ledger_the_job_user_owns_is_refused(arena):
     assert b"cannot append to the ledger" in p.stderr and b"owned by uid" in p.stderr
     assert ledger.read_text() == ""
     assert (arena / "job" / f"slurm-{JOB}.slurmdoc.json").exists()  # the report is still written
+
+
+def test_a_new_ledger_is_not_readable_by_other_users(arena):
+    """The ledger quotes every job's verdict, a line of its log (an error message can carry a
+    token), while a report is never more readable than its log: a ledger the epilogue creates
+    is readable by its owner only (an admin may widen it; an existing ledger keeps its mode)."""
+    ledger = arena / "ledger" / "l.jsonl"
+    env = {} if ROOT else {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    old = os.umask(0o022)
+    try:
+        p, _ = epilog(arena, env)
+    finally:
+        os.umask(old)
+    ok_exit(p)
+    assert json.loads(ledger.read_text())["job_id"] == JOB
+    assert stat.S_IMODE(os.stat(ledger).st_mode) & 0o077 == 0, oct(os.stat(ledger).st_mode)
+    os.chmod(ledger, 0o640)
+    p, _ = epilog(arena, env)
+    ok_exit(p)
+    assert stat.S_IMODE(os.stat(ledger).st_mode) == 0o640 and len(ledger.read_text().splitlines()) == 2

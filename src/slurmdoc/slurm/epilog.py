@@ -684,7 +684,7 @@ def _append_ledger(path: str, line: bytes, clock: _Clock) -> None:
     import fcntl
     import stat as _stat
 
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
     try:
         st = os.fstat(fd)
         if not _stat.S_ISREG(st.st_mode):
