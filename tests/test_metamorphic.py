@@ -517,7 +517,6 @@ PREFIX_MISSES: dict[tuple[str, str], str] = {
     ('torchrun/hang', 'timestamp'): NO_RANK_PREFIX,
     ('torchrun/rank0_barrier', 'timestamp'): NO_RANK_PREFIX,
     ('slurm/srun_gloo_straggler', 'timestamp'): NO_RANK_PREFIX,
-    ('documented/nccl_watchdog_straggler', 'timestamp'): NO_RANK_PREFIX,
     ('slurm/srun_gloo_straggler', 'none'): NO_RANK_PREFIX,
     ('slurm/srun_gloo_straggler', 'host'): NO_RANK_PREFIX,
     ('slurm/srun_gloo_straggler', 'ray'): NO_RANK_PREFIX,
