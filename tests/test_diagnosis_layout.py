@@ -78,3 +78,34 @@ def test_a_local_rank_on_one_of_several_hosts_is_no_global_rank(write):
     # on one host, the local rank is the global rank
     d = diagnose([write("one.log", "\n".join(_host_tagged_launcher_exit(["dgx-a07"])))])
     assert d.root_cause is not None and d.root_cause.rank == 2
+
+
+def _one_nodes_torchrun_log(rank: int, local: int) -> list[str]:
+    # one node's torchrun output: the agent's line for its failed worker names the local rank
+    # and pid, the summary below names the same process's global rank
+    return [
+        "step 12 | loss 3.04",
+        f"E1127 09:00:01.500000 77 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: {local} (pid: 6120) of binary: /opt/py/bin/python",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "fit.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:", "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):", "[0]:",
+        "  time      : 2026-11-27_09:00:01", "  host      : trn-31",
+        f"  rank      : {rank} (local_rank: {local})", "  exitcode  : 1 (pid: 6120)",
+        "  error_file: <N/A>", "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "============================================================",
+    ]
+
+
+def test_a_summary_whose_global_rank_is_not_the_local_rank_makes_the_job_multi_node(write):
+    # rank 5 (local_rank: 1): this node's local rank 1 is not global rank 1, so the agent's
+    # line naming local rank 1 blames no rank 1 (one process, counted once, never as two ranks)
+    d = diagnose([write("n.log", "\n".join(_one_nodes_torchrun_log(5, 1)))])
+    assert d.root_cause is not None and d.root_cause.rank != 1, d.root_cause
+    assert 1 not in {r for s in d.symptoms for r in (s.ranks or [])}, d.symptoms
+    # a single-node job's summary (rank equal to local rank) keeps the local rank as the rank
+    d = diagnose([write("s.log", "\n".join(_one_nodes_torchrun_log(1, 1)))])
+    assert d.root_cause is not None and d.root_cause.rank == 1, d.root_cause

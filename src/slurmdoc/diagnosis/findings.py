@@ -183,6 +183,10 @@ class Collector:
         # the first two (the reader notes them, and findings' lines): two of them make a
         # multi-node job, where a local rank whose node has no index is no global rank
         self.line_hosts: set[str] = set()
+        # a launcher's summary naming a process by a global rank other than its local rank
+        # (torchrun's `rank : 5 (local_rank: 1)`): the job spans nodes, so a local rank alone
+        # is no global rank
+        self.rank_past_local = False
         self.agent_sources: set[int] = set()  # sources whose srun labels are torchrun agents (nodes)
         self.pid_findings: list[tuple[str, int, str]] = []  # (rule id, source, pid) of findings naming only a pid
         self.error_lines: list[Finding] = []  # the generic lexicon's error-like lines (bottom rung), capped
@@ -410,6 +414,8 @@ class Collector:
             if r is None:
                 continue
             ref = RankRef(src, rank=r)
+            if not self.rank_past_local and (lr := to_int(e.get("local_rank"))) is not None and lr != r:
+                self.rank_past_local = True
             if e.get("node"):
                 self.host_refs.append((ref, e["node"], 0 if e["node"] in LOCAL_HOSTS else 1))
             if e.get("pid"):

@@ -60,7 +60,8 @@ class Layout:
         node_ids |= {r.node_index for r in refs if r.node_index is not None}
         # (or ranks' lines tagged with two hosts: a local rank whose node has no index is then
         # no global rank, as `worker-1: ... --local_rank=1 ... exits` is not rank 1 of 16)
-        self.multi_node = len(node_ids) > 1 or len(self.c.line_hosts) > 1
+        # (or a summary's global rank other than the local rank: `rank : 5 (local_rank: 1)`)
+        self.multi_node = len(node_ids) > 1 or len(self.c.line_hosts) > 1 or self.c.rank_past_local
 
     def _node_of(self, r: RankRef) -> Optional[int]:
         if r.label is not None:
