@@ -256,6 +256,23 @@ def test_the_filesystem_rule_reads_a_long_line_well_inside_its_time_bound(line):
         assert perf_counter() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
 
 
+def _within_time_bound(rule_id: str, line: str) -> None:
+    """Every pattern of the rule searches `line` within the time each pattern has on one event
+    (MATCH_TIMEOUT), CPU time: past it the rule is cut short, and dropped after a few."""
+    from time import process_time
+
+    from slurmdoc.engine.loader import MATCH_TIMEOUT
+
+    rule = BOOK.by_id(rule_id)
+    for rx in [*rule.patterns, *rule.excludes]:
+        t0 = process_time()
+        try:
+            rx.search(line, timeout=10 * MATCH_TIMEOUT)
+        except TimeoutError:
+            pass
+        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+
+
 @pytest.mark.parametrize("line", [
     "Error x " * 12_500,  # an error word every few characters, no layout named
     "AssertionError: world_size " * 3_700,  # the assert and the size, never an equation
@@ -265,18 +282,7 @@ def test_the_layout_equation_is_read_on_a_long_line_of_error_words_within_its_ti
     # a line of a hundred kilobytes holding many error words (a message that lists a
     # collection's failures, a dumped log on one line): an assert's words at each of them
     # must not start a scan of the rest of the line, or the rule is cut short and dropped
-    from time import process_time
-
-    from slurmdoc.engine.loader import MATCH_TIMEOUT
-
-    rule = BOOK.by_id("shape-divisibility")
-    for rx in [*rule.patterns, *rule.excludes]:
-        t0 = process_time()
-        try:
-            rx.search(line, timeout=10 * MATCH_TIMEOUT)
-        except TimeoutError:
-            pass
-        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+    _within_time_bound("shape-divisibility", line)
 
 
 @pytest.mark.parametrize("line", [
@@ -290,18 +296,7 @@ def test_a_loss_named_in_one_word_is_read_on_a_long_line_within_its_time_bound(l
     # a loss whose qualifier is written into its name (LastLoss) is found by trying where
     # the name could end; on a long word that search must stay linear, or the rule is cut
     # short and dropped
-    from time import process_time
-
-    from slurmdoc.engine.loader import MATCH_TIMEOUT
-
-    rule = BOOK.by_id("nan-metric")
-    for rx in [*rule.patterns, *rule.excludes]:
-        t0 = process_time()
-        try:
-            rx.search(line, timeout=10 * MATCH_TIMEOUT)
-        except TimeoutError:
-            pass
-        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+    _within_time_bound("nan-metric", line)
 
 
 @pytest.mark.parametrize("line", [
@@ -328,18 +323,7 @@ def test_a_launchers_exit_report_names_no_rank_that_is_not_its_subjects_global_r
 def test_a_hydra_report_is_read_on_a_long_line_within_its_time_bound(line):
     # the list of overrides runs to the line's end, closed or cut: finding that end must not
     # try every place where blanks or a closing bracket could end it
-    from time import process_time
-
-    from slurmdoc.engine.loader import MATCH_TIMEOUT
-
-    rule = BOOK.by_id("hydra-job-error")
-    for rx in [*rule.patterns, *rule.excludes]:
-        t0 = process_time()
-        try:
-            rx.search(line, timeout=10 * MATCH_TIMEOUT)
-        except TimeoutError:
-            pass
-        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+    _within_time_bound("hydra-job-error", line)
 
 
 @pytest.mark.parametrize("line", [
@@ -350,15 +334,4 @@ def test_a_hydra_report_is_read_on_a_long_line_within_its_time_bound(line):
 def test_a_handled_oom_is_told_on_a_long_line_within_its_time_bound(line):
     # whether a line says the trainer caught the OOM and went on is read once from the line's
     # start, in either order, not from every place the words occur
-    from time import process_time
-
-    from slurmdoc.engine.loader import MATCH_TIMEOUT
-
-    rule = BOOK.by_id("cuda-oom")
-    for rx in [*rule.patterns, *rule.excludes]:
-        t0 = process_time()
-        try:
-            rx.search(line, timeout=10 * MATCH_TIMEOUT)
-        except TimeoutError:
-            pass
-        assert process_time() - t0 < MATCH_TIMEOUT, rx.pattern[:80]
+    _within_time_bound("cuda-oom", line)
