@@ -514,15 +514,17 @@ def epilog(
     guard.cancel()
     from slurmdoc.slurm.epilog import printable
 
+    # (run_epilog made the summary and the problems printable, one line each; the report's
+    # path and the job id are made so here)
     try:
         if res.summary:
-            where = f" (report: {res.wrote[-1]})" if res.wrote else ""
-            sys.stdout.write(printable(f"slurmdoc: {res.summary}{where}") + "\n")
+            where = printable(f" (report: {res.wrote[-1]})") if res.wrote else ""
+            sys.stdout.write(f"slurmdoc: {res.summary}{where}\n")
             sys.stdout.flush()
     except (OSError, ValueError):
         pass
     if res.problems:
-        _err(printable(f"epilog: job {res.job_id or '?'}: " + "; ".join(" ".join(p.split()) for p in res.problems)))
+        _err(f"epilog: job {printable(res.job_id or '?')}: " + "; ".join(res.problems))
     raise typer.Exit(0)
 
 
